@@ -1,0 +1,52 @@
+# Installs the built tree into WORK_DIR/prefix, then configures, builds and runs tests/consumer
+# against it (find_package), and compiles the same program with pkg-config flags.
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+set(_prefix ${WORK_DIR}/prefix)
+execute_process(COMMAND ${CMAKE_COMMAND} --install ${BINARY_DIR} --prefix ${_prefix}
+                RESULT_VARIABLE rc OUTPUT_QUIET)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "install failed: ${rc}")
+endif()
+set(_flags "")
+if(SANITIZE)
+  set(_flags "-fsanitize=${SANITIZE}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/consumer -B ${WORK_DIR}/build
+                  -DCMAKE_PREFIX_PATH=${_prefix} -DCMAKE_CXX_COMPILER=${CXX}
+                  "-DCMAKE_CXX_FLAGS=${_flags}" "-DCMAKE_EXE_LINKER_FLAGS=${_flags}"
+                RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "consumer configure failed: ${rc}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/build RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "consumer build failed: ${rc}")
+endif()
+execute_process(COMMAND ${WORK_DIR}/build/consumer RESULT_VARIABLE rc OUTPUT_VARIABLE out)
+message(STATUS "${out}")
+if(NOT rc EQUAL 0 OR NOT out MATCHES "consumer ok")
+  message(FATAL_ERROR "consumer program failed: ${rc}")
+endif()
+# pkg-config
+find_program(PKG_CONFIG pkg-config)
+if(PKG_CONFIG)
+  file(GLOB _pcdirs ${_prefix}/lib*/pkgconfig ${_prefix}/lib/*/pkgconfig)
+  string(REPLACE ";" ":" _pcpath "${_pcdirs}")
+  set(ENV{PKG_CONFIG_PATH} "${_pcpath}")
+  execute_process(COMMAND ${PKG_CONFIG} --cflags --libs sessionturn
+                  OUTPUT_VARIABLE pcflags RESULT_VARIABLE rc OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "pkg-config could not resolve sessionturn")
+  endif()
+  separate_arguments(pcflags UNIX_COMMAND "${pcflags}")
+  execute_process(COMMAND ${CXX} -std=c++20 ${_flags} ${SOURCE_DIR}/tests/consumer/main.cpp ${pcflags}
+                          -o ${WORK_DIR}/consumer-pc RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "consumer build with pkg-config failed")
+  endif()
+  execute_process(COMMAND ${WORK_DIR}/consumer-pc RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "pkg-config consumer failed")
+  endif()
+endif()
