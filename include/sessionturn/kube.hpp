@@ -1,0 +1,166 @@
+// Kubernetes access: where the cluster is and who we are (KubeConfig: kubeconfig files, in-cluster
+// service account, exec credential plugins) and a small blocking REST client over libcurl (KubeClient:
+// JSON verbs, retries, Status errors, watch with resume). Session objects live in sessions.hpp.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sessionturn/error.hpp"
+
+namespace sessionturn {
+
+class Context;
+
+// The default in-cluster service-account directory (token, ca.crt, namespace).
+inline constexpr std::string_view kServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+struct KubeConfigOptions {
+  // Kubeconfig file(s) to read, colon-separated like KUBECONFIG; empty: $KUBECONFIG, else
+  // ~/.kube/config, else the in-cluster configuration.
+  std::string kubeconfig;
+  std::string context;         // empty: the files' current-context
+  std::string namespace_name;  // empty: the context's namespace, else "default"
+  // The service-account directory for the in-cluster configuration (tests point it at a temp dir).
+  std::string service_account_dir = std::string(kServiceAccountDir);
+  // Used instead of $HOME to find ~/.kube/config when set (tests).
+  std::string home;
+  // Set to false to fail instead of falling back to the in-cluster configuration.
+  bool allow_in_cluster = true;
+};
+
+// The TLS material of the cluster, resolved into memory (files read, base64 decoded), shared by
+// the REST client (libcurl) and the exec WebSocket client (asio::ssl).
+struct KubeTls {
+  std::string ca_pem;             // empty: the system's trust store
+  std::string client_cert_pem;    // empty: no client certificate
+  std::string client_key_pem;
+  std::string server_name;        // tls-server-name: SNI and the name verified; empty: the URL's host
+  bool insecure_skip_verify = false;
+};
+
+// How a KubeConfig authenticates (for diagnostics; the token itself comes from BearerToken()).
+enum class KubeAuthKind { none, token, token_file, exec_plugin, client_certificate };
+
+// A resolved cluster configuration. Cheap to copy: copies share the credential cache.
+// Thread-safety: every method may be called from any thread concurrently.
+class KubeConfig {
+ public:
+  // Reads the configuration as described on KubeConfigOptions. Errors name the file, the context
+  // and the field that is wrong (Errc::invalid_argument, Errc::io_error, Errc::not_found).
+  static Result<KubeConfig> Load(const KubeConfigOptions& options = {});
+
+  // A configuration built in code: server URL and TLS, an optional static bearer token.
+  static KubeConfig FromParts(std::string server, KubeTls tls, std::string token = {},
+                              std::string namespace_name = "default");
+
+  const std::string& Server() const noexcept;     // "https://host:port" (no trailing slash)
+  const std::string& Namespace() const noexcept;  // the effective namespace
+  const std::string& ContextName() const noexcept;  // "" for in-cluster / FromParts
+  const std::string& ProxyUrl() const noexcept;   // proxy-url of the cluster, "" when none
+  const KubeTls& Tls() const noexcept;
+  KubeAuthKind AuthKind() const noexcept;
+  // "kubeconfig /home/u/.kube/config, context prod" or "in-cluster service account": for messages.
+  std::string Describe() const;
+
+  // The current bearer token, "" when the configuration authenticates without one (client
+  // certificate only). May re-read a token file that rotated or run an exec credential plugin
+  // (blocking, bounded by kExecPluginTimeout), so do not call it on a Context worker. Never log it.
+  Result<std::string> BearerToken() const;
+
+  // Call after the API server answered 401: forgets a cached exec credential (the next
+  // BearerToken() runs the plugin again) and re-reads token files. Returns true when a new token
+  // may differ, i.e. a retry makes sense.
+  bool InvalidateToken() const;
+
+  struct Impl;
+
+ private:
+  explicit KubeConfig(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;
+};
+
+// How long an exec credential plugin may run before it is killed.
+inline constexpr std::chrono::seconds kExecPluginTimeout{60};
+
+enum class PatchType { merge, json };  // application/merge-patch+json, application/json-patch+json
+
+struct KubeClientOptions {
+  // Attempts per request for 429, 5xx and connection errors (1 = no retry).
+  int max_attempts = 5;
+  std::chrono::milliseconds initial_backoff{200};  // doubled per attempt
+  std::chrono::milliseconds max_backoff{8000};     // also caps a server's Retry-After
+  std::chrono::milliseconds request_timeout{30000};  // a whole non-watch request
+  std::chrono::milliseconds connect_timeout{10000};
+  // Optional: blocking calls made on this Context's worker threads fail with Errc::would_block.
+  Context* context = nullptr;
+};
+
+// One event of a watch. type: ADDED, MODIFIED, DELETED, BOOKMARK, or RELISTED (a synthetic event
+// after a 410 Gone forced a re-list: the objects that follow as ADDED are the whole current state).
+struct WatchEvent {
+  std::string type;
+  nlohmann::json object;
+};
+
+struct WatchOptions {
+  std::string label_selector;
+  std::string field_selector;
+  // Where to start. Empty: list first, deliver every item as ADDED, then watch from the list.
+  std::string resource_version;
+  // The watch ends with Errc::timeout at this point (the handler having seen everything until then).
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+  // Server-side timeout of each watch request; the client reconnects from the last resourceVersion.
+  std::chrono::seconds server_timeout{60};
+};
+
+// Return false to end the watch (Watch then returns success).
+using WatchHandler = std::function<bool(const WatchEvent& event)>;
+
+// A blocking Kubernetes REST client. Paths are API paths with their query ("/api/v1/namespaces").
+// Every call blocks the calling thread until it completes, fails or its timeout passes; calling one
+// on the configured Context's worker returns Errc::would_block. Thread-safe: calls may run
+// concurrently from several threads; connections are pooled and reused between calls.
+// Errors: 401/403/404/409 map to Errc::unauthorized/forbidden/not_found/conflict, 429/5xx after
+// the retries to Errc::unavailable, TLS and connection failures to Errc::connection_failed; the
+// message carries the API's Status reason and message, and Error::http_status the status code.
+class KubeClient {
+ public:
+  explicit KubeClient(KubeConfig config, KubeClientOptions options = {});
+  ~KubeClient();
+  KubeClient(const KubeClient&) = delete;
+  KubeClient& operator=(const KubeClient&) = delete;
+  KubeClient(KubeClient&&) noexcept;
+  KubeClient& operator=(KubeClient&&) noexcept;
+
+  const KubeConfig& Config() const noexcept;
+
+  Result<nlohmann::json> Get(std::string_view path);
+  Result<nlohmann::json> Post(std::string_view path, const nlohmann::json& body);
+  Result<nlohmann::json> Patch(std::string_view path, const nlohmann::json& patch, PatchType type);
+  Result<nlohmann::json> Delete(std::string_view path);
+
+  // Lists `collection_path` (unless options.resource_version is set), then watches it, resuming
+  // from the last resourceVersion (BOOKMARKs included) when a watch ends, re-listing after 410 Gone.
+  // Returns when the handler returns false (success), at the deadline (Errc::timeout), or on an
+  // error that retries do not cure.
+  Status Watch(std::string_view collection_path, const WatchOptions& options, const WatchHandler& handler);
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// "a=b,c" -> "a%3Db%2Cc": for selectors and other query values.
+std::string UrlEncode(std::string_view value);
+
+}  // namespace sessionturn
