@@ -1,0 +1,113 @@
+// A faithful, embeddable Session runtime: the server side of PROTOCOL.md on a unix socket, with a
+// journal, replay/reset/condensed history, merge/edit/remove, interrupt, questions, back-pressure,
+// restart recovery and pluggable providers (echo, script, command). Tests drive it and inject faults.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sessionturn/context.hpp"
+#include "sessionturn/error.hpp"
+#include "sessionturn/protocol.hpp"
+
+namespace sessionturn::testing {
+
+// Numbers of the real runtime (PROTOCOL.md §6); the options default to them.
+inline constexpr std::size_t kRuntimeRetainedEvents = 4096;   // events kept in memory for replay
+inline constexpr std::size_t kRuntimeSubscriberBuffer = 256;  // live events queued per subscriber before disconnect
+inline constexpr std::chrono::milliseconds kRuntimeInterruptTimeout{10000};  // then the provider is killed
+inline constexpr std::size_t kRuntimeCondensedMaxItems = 100;        // cap of a condensed history page
+inline constexpr std::size_t kRuntimeCondensedMaxBytes = 1u << 20;   // ditto, in encoded bytes
+inline constexpr std::size_t kRuntimeMaxRequestBytes = 4u << 20;     // a request line (= journal record bound)
+
+// Rejection texts (`error` with `status: rejected`, to the requester only). Tests match on them.
+namespace reject_reason {
+inline constexpr std::string_view kEmptyText = "message text is empty";
+inline constexpr std::string_view kCommandMerge = "a command cannot be merged into a queued turn";
+inline constexpr std::string_view kMergeOntoCommand = "a message cannot be merged into a queued command";
+inline constexpr std::string_view kGoalUnsupported = "/goal is not supported by the local runtime";
+inline constexpr std::string_view kDraining = "runtime is draining for an update";
+inline constexpr std::string_view kProviderRestarting = "provider is restarting";
+inline constexpr std::string_view kNoActiveTurn = "Session has no active turn";
+// Built in code: "revision is X, not Y", "turn turn-3 is no longer pending", "input ID is not pending",
+// "unknown request type \"T\"", "journal write failed: ...".
+}  // namespace reject_reason
+
+struct LocalRuntimeOptions {
+  std::string socket_path;  // required; created 0600, a stale socket is replaced, parent dir created 0700
+  std::string state_dir;    // empty: in-memory journal only (it still survives Restart())
+  // "echo" | "script:FILE" (JSON, docs/local-runtime.md) | "command:CMD" (run by /bin/sh -c per turn)
+  // | "flood:N" (N tiny deltas as fast as possible, for benchmarks)
+  std::string provider = "echo";
+  bool allow_shell = false;  // run `!` commands; otherwise such a turn records a failed tool event
+  std::string session_name = "local";
+  LogSink log_sink;  // optional; default: warnings on stderr
+
+  // Bounds; defaults are the real runtime's numbers. Tests may shorten them.
+  std::size_t retained_events = kRuntimeRetainedEvents;
+  std::size_t subscriber_buffer = kRuntimeSubscriberBuffer;
+  std::chrono::milliseconds interrupt_timeout = kRuntimeInterruptTimeout;
+  // How long a killed provider takes to come back; meanwhile messages are rejected "provider is restarting".
+  std::chrono::milliseconds provider_restart_delay{200};
+  // Pause between the echo provider's deltas (keeps a turn running long enough to be observed).
+  std::chrono::milliseconds echo_delay{20};
+};
+
+class LocalRuntime {
+ public:
+  // Binds the socket, loads the journal (state_dir/events.jsonl), runs recovery if the journal shows
+  // unfinished work, and starts serving on the runtime's own I/O thread. Fails (Errc::invalid_argument,
+  // Errc::io_error) with a message naming the path or the provider spec that is wrong.
+  static Result<std::unique_ptr<LocalRuntime>> Start(LocalRuntimeOptions options);
+
+  ~LocalRuntime();  // Stop()
+  LocalRuntime(const LocalRuntime&) = delete;
+  LocalRuntime& operator=(const LocalRuntime&) = delete;
+
+  // Closes the listener and every connection, kills a running provider, syncs the journal and removes
+  // the socket. Idempotent. Blocks until the I/O thread has stopped.
+  void Stop();
+
+  const std::string& socket_path() const;
+  std::string journal_id() const;
+  std::int64_t last_event_id() const;
+  // The retained journal (at most retained_events), ascending ids.
+  std::vector<Event> JournalEvents() const;
+  // Every request decoded from any connection, in arrival order (including rejected ones).
+  std::vector<ClientRequest> ReceivedRequests() const;
+  // Waits until a journaled event matching `pred` exists (already or later), up to `timeout`.
+  // Errc::timeout names what was awaited when it does not come.
+  Result<Event> WaitForEvent(const std::function<bool(const Event&)>& pred, std::chrono::milliseconds timeout) const;
+  // Waits until some request matching `pred` has been received.
+  Status WaitForRequest(const std::function<bool(const ClientRequest&)>& pred, std::chrono::milliseconds timeout) const;
+
+  // Fault hooks. All thread-safe; they take effect on the I/O thread before they return.
+  void DropAllConnections();              // close every client connection now (no marker)
+  // Each connection open now or later is closed once n more events (journaled or not, replay included)
+  // have been written to it, counted per connection from this call. n <= 0 turns the hook off.
+  void DropAfterEvents(std::int64_t n);
+  // A paused provider emits nothing and no queued turn starts until resumed; requests are still answered.
+  void PauseProvider(bool paused);
+  // While draining, every `message` is rejected with reject_reason::kDraining.
+  void SetDraining(bool draining);
+  // Simulates a crash and restart: drops every connection and the provider without finishing the turn,
+  // then re-opens the same journal (same journal id; from disk with a state dir, else the in-memory one)
+  // and applies PROTOCOL.md §4 recovery: runtime.recovered, started turns -> turn.completed interrupted,
+  // open questions -> input.resolved cancelled, unstarted turns folded into the earliest (others
+  // turn.completed merged); then the pending turn runs. The socket path stays the same.
+  Status Restart();
+  std::size_t ConnectionCount() const;
+
+ private:
+  struct Impl;
+  explicit LocalRuntime(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sessionturn::testing
