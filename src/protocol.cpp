@@ -3,6 +3,8 @@
 #include <cstring>
 #include <random>
 
+#include <simdjson.h>
+
 namespace sessionturn {
 namespace {
 
@@ -242,279 +244,166 @@ void ReadRuntime(const Json& obj, std::optional<RuntimeStatus>& out, std::string
   out = std::move(rs);
 }
 
-// SAX handler that fills an Event. Scalars at depth 1 go straight into their fields; nested values
-// of modelled fields are built as a small DOM subtree and converted when they close; nested values of
-// unknown fields are skipped without allocation.
-class EventSax {
+namespace sj = simdjson::dom;
+
+std::string SimdError(simdjson::error_code code) { return simdjson::error_message(code); }
+
+// Decodes one event with simdjson's DOM parser, whose compiled kernels are picked at run time for
+// the CPU (AVX2, SSE4.2, ...); the tape is walked once, top-level scalars go straight into their
+// fields, and nested values of modelled fields are handed to nlohmann as minified text (they are
+// rare next to deltas and tool output). Unknown fields are never materialised.
+class EventDecoder {
  public:
-  using number_integer_t = Json::number_integer_t;
-  using number_unsigned_t = Json::number_unsigned_t;
-  using number_float_t = Json::number_float_t;
-  using string_t = Json::string_t;
-  using binary_t = Json::binary_t;
+  Result<Event> Decode(std::string_view line) {
+    // simdjson needs SIMDJSON_PADDING readable bytes after the input; copy into a reused buffer.
+    buffer_.resize(line.size() + simdjson::SIMDJSON_PADDING);
+    std::memcpy(buffer_.data(), line.data(), line.size());
+    std::memset(buffer_.data() + line.size(), 0, simdjson::SIMDJSON_PADDING);
 
-  explicit EventSax(Event* ev) : ev_(ev) {}
-
-  std::string error;
-
-  bool null() {
-    if (Nested()) return Put(Json(nullptr));
-    return true;  // absent == null == zero value
-  }
-  bool boolean(bool v) {
-    if (Nested()) return Put(Json(v));
-    if (!TopLevelValue()) return false;
-    switch (field_) {
-      case Field::kReset: ev_->reset = v; return true;
-      case Field::kHistoryLimited: ev_->history_limited = v; return true;
-      case Field::kHistoryPage: ev_->history_page = v; return true;
-      case Field::kUnknown: return true;
-      case Field::kHistoryCursor: ev_->history_cursor = v; return true;
-      case Field::kDiff: ev_->diff = v; return true;
-      case Field::kGoal: ev_->goal = v; return true;
-      case Field::kAttachments: ev_->attachments = v; return true;
-      default: return Mismatch();
+    sj::element root;
+    if (auto err = parser_.parse(reinterpret_cast<const std::uint8_t*>(buffer_.data()), line.size(), false).get(root);
+        err) {
+      return Fail(Errc::protocol_error, NotObjectOr(line, "invalid JSON: " + SimdError(err)));
     }
-  }
-  bool number_integer(number_integer_t v) { return Integer(v, Json(v)); }
-  bool number_unsigned(number_unsigned_t v) {
-    if (v > static_cast<number_unsigned_t>(INT64_MAX)) {
-      if (Nested()) return Put(Json(v));
-      if (!TopLevelValue()) return false;
-      if (IsIntField()) return Fail("\"" + key_ + "\" is out of range");
-      return Other(Json(v));
-    }
-    return Integer(static_cast<std::int64_t>(v), Json(v));
-  }
-  bool number_float(number_float_t v, const string_t&) {
-    if (Nested()) return Put(Json(v));
-    if (!TopLevelValue()) return false;
-    if (IsIntField()) {
-      auto i = static_cast<std::int64_t>(v);
-      if (static_cast<double>(i) != v) return Fail(TypeError(key_, "an integer"));
-      return Integer(i, Json(v));
-    }
-    return Other(Json(v));
-  }
-  bool string(string_t& v) {
-    if (Nested()) return Put(Json(std::move(v)));
-    if (!TopLevelValue()) return false;
-    std::string* dst = StringField();
-    if (dst != nullptr) {
-      *dst = std::move(v);
-      return true;
-    }
-    if (field_ == Field::kUnknown) return true;
-    return Other(Json(std::move(v)));
-  }
-  bool binary(binary_t&) { return Fail("unexpected binary value"); }
-
-  bool start_object(std::size_t) {
-    if (depth_ == 0) {
-      ++depth_;
-      seen_root_ = true;
-      return true;
-    }
-    return StartNested(Json::object());
-  }
-  bool key(string_t& k) {
-    if (depth_ == 1) {
-      key_ = std::move(k);
-      field_ = FieldOf(key_);
-      return true;
-    }
-    if (skip_depth_ > 0) return true;
-    pending_key_ = std::move(k);
-    return true;
-  }
-  bool end_object() { return EndNested(); }
-  bool start_array(std::size_t) {
-    if (depth_ == 0) return Fail("not a JSON object (an array)");
-    return StartNested(Json::array());
-  }
-  bool end_array() { return EndNested(); }
-
-  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& ex) {
-    if (error.empty()) {
-      if (!seen_root_ && depth_ == 0 && position <= 1) {
-        error = "not a JSON object: invalid JSON";
-      } else {
-        error = "invalid JSON at byte " + std::to_string(position) + ": " + ex.what();
+    sj::object obj;
+    if (auto err = root.get_object().get(obj); err) return Fail(Errc::protocol_error, "not a JSON object");
+    Event ev;
+    std::string error;
+    for (sj::key_value_pair kv : obj) {
+      if (!Field(FieldOf(kv.key), kv.key, kv.value, ev, error)) {
+        return Fail(Errc::protocol_error, error.empty() ? "invalid JSON" : error);
       }
     }
-    return false;
+    ev.line.assign(line.data(), line.size());
+    MaybeShrink(line.size());
+    return ev;
   }
 
  private:
-  bool Nested() const noexcept { return depth_ > 1; }
+  // A rare huge line must not pin its buffers for the thread's lifetime.
+  static constexpr std::size_t kKeepCapacity = 1u << 20;
+  void MaybeShrink(std::size_t line_size) {
+    if (line_size > kKeepCapacity) {
+      buffer_ = std::vector<char>();
+      parser_ = sj::parser();
+    }
+  }
 
-  // A scalar at depth 0 means the line is not an object.
-  bool TopLevelValue() {
-    if (depth_ == 0) return Fail("not a JSON object");
+  static std::string NotObjectOr(std::string_view line, std::string otherwise) {
+    const std::size_t first = line.find_first_not_of(" \t\r\n");
+    if (first == std::string_view::npos || line[first] != '{') return "not a JSON object";
+    return otherwise;
+  }
+
+  static bool Str(sj::element v, std::string_view key, std::string& out, std::string& error) {
+    if (v.is_null()) return true;
+    std::string_view s;
+    if (v.get_string().get(s)) {
+      error = TypeError(key, "a string");
+      return false;
+    }
+    out.assign(s.data(), s.size());
     return true;
   }
 
-  bool Fail(std::string msg) {
-    if (error.empty()) error = std::move(msg);
+  static bool Int(sj::element v, std::string_view key, std::int64_t& out, std::string& error) {
+    if (v.is_null()) return true;
+    std::int64_t i = 0;
+    if (!v.get_int64().get(i)) {
+      out = i;
+      return true;
+    }
+    double d = 0;
+    if (v.is_double() && !v.get_double().get(d) && d >= -9.2e18 && d <= 9.2e18 &&
+        d == static_cast<double>(static_cast<std::int64_t>(d))) {
+      out = static_cast<std::int64_t>(d);
+      return true;
+    }
+    error = v.is_uint64() ? "\"" + std::string(key) + "\" is out of range" : TypeError(key, "an integer");
     return false;
   }
-  bool Mismatch() {
-    switch (field_) {
-      case Field::kId:
-      case Field::kRevision:
-      case Field::kFirstEventId:
-      case Field::kLastEventId:
-        return Fail(TypeError(key_, "an integer"));
-      case Field::kReset:
-      case Field::kHistoryLimited:
-      case Field::kHistoryPage:
-        return Fail(TypeError(key_, "a boolean"));
-      case Field::kQuestions:
-        return Fail(TypeError(key_, "an array"));
-      case Field::kHistoryState:
-      case Field::kRuntime:
-        return Fail(TypeError(key_, "an object"));
-      default:
-        return Fail(TypeError(key_, "a string"));
+
+  static bool Bool(sj::element v, std::string_view key, bool& out, std::string& error) {
+    if (v.is_null()) return true;
+    if (v.get_bool().get(out)) {
+      error = TypeError(key, "a boolean");
+      return false;
     }
+    return true;
   }
 
-  bool IsIntField() const noexcept {
-    return field_ == Field::kId || field_ == Field::kRevision || field_ == Field::kFirstEventId ||
-           field_ == Field::kLastEventId;
-  }
-
-  bool Integer(std::int64_t v, Json as_json) {
-    if (Nested()) return Put(std::move(as_json));
-    if (!TopLevelValue()) return false;
-    switch (field_) {
-      case Field::kId: ev_->id = v; return true;
-      case Field::kRevision: ev_->revision = v; return true;
-      case Field::kFirstEventId: ev_->first_event_id = v; return true;
-      case Field::kLastEventId: ev_->last_event_id = v; return true;
-      default: return Other(std::move(as_json));
+  static bool Raw(sj::element v, std::string_view key, Json& out, std::string& error) {
+    if (v.is_null()) return true;
+    const std::string text = simdjson::minify(v);
+    out = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (out.is_discarded()) {
+      out = Json();
+      error = "invalid JSON in \"" + std::string(key) + "\"";
+      return false;
     }
+    return true;
   }
 
-  // A scalar for a field that is not a plain string/int/bool field.
-  bool Other(Json v) {
-    switch (field_) {
+  static bool Field(sessionturn::Field f, std::string_view key, sj::element v, Event& ev, std::string& error) {
+    switch (f) {
       case Field::kUnknown: return true;
-      case Field::kHistoryCursor: ev_->history_cursor = std::move(v); return true;
-      case Field::kDiff: ev_->diff = std::move(v); return true;
-      case Field::kGoal: ev_->goal = std::move(v); return true;
-      case Field::kAttachments: ev_->attachments = std::move(v); return true;
-      default: return Mismatch();
-    }
-  }
-
-  std::string* StringField() noexcept {
-    switch (field_) {
-      case Field::kType: return &ev_->type;
-      case Field::kTimestamp: return &ev_->timestamp;
-      case Field::kRequestId: return &ev_->request_id;
-      case Field::kTurnId: return &ev_->turn_id;
-      case Field::kText: return &ev_->text;
-      case Field::kStatus: return &ev_->status;
-      case Field::kSessionCommand: return &ev_->session_command;
-      case Field::kToolId: return &ev_->tool_id;
-      case Field::kToolName: return &ev_->tool_name;
-      case Field::kOutput: return &ev_->output;
-      case Field::kInputId: return &ev_->input_id;
-      case Field::kJournalId: return &ev_->journal_id;
-      default: return nullptr;
-    }
-  }
-
-  bool StartNested(Json container) {
-    ++depth_;
-    if (skip_depth_ > 0) {
-      ++skip_depth_;
-      return true;
-    }
-    if (depth_ == 2) {
-      switch (field_) {
-        case Field::kUnknown:
-          skip_depth_ = 1;
-          return true;
-        case Field::kQuestions:
-        case Field::kHistoryState:
-        case Field::kRuntime:
-        case Field::kDiff:
-        case Field::kGoal:
-        case Field::kAttachments:
-        case Field::kHistoryCursor:
-          break;
-        default:
-          return Mismatch();
+      case Field::kId: return Int(v, key, ev.id, error);
+      case Field::kRevision: return Int(v, key, ev.revision, error);
+      case Field::kFirstEventId: return Int(v, key, ev.first_event_id, error);
+      case Field::kLastEventId: return Int(v, key, ev.last_event_id, error);
+      case Field::kType: return Str(v, key, ev.type, error);
+      case Field::kTimestamp: return Str(v, key, ev.timestamp, error);
+      case Field::kRequestId: return Str(v, key, ev.request_id, error);
+      case Field::kTurnId: return Str(v, key, ev.turn_id, error);
+      case Field::kText: return Str(v, key, ev.text, error);
+      case Field::kStatus: return Str(v, key, ev.status, error);
+      case Field::kSessionCommand: return Str(v, key, ev.session_command, error);
+      case Field::kToolId: return Str(v, key, ev.tool_id, error);
+      case Field::kToolName: return Str(v, key, ev.tool_name, error);
+      case Field::kOutput: return Str(v, key, ev.output, error);
+      case Field::kInputId: return Str(v, key, ev.input_id, error);
+      case Field::kJournalId: return Str(v, key, ev.journal_id, error);
+      case Field::kReset: return Bool(v, key, ev.reset, error);
+      case Field::kHistoryLimited: return Bool(v, key, ev.history_limited, error);
+      case Field::kHistoryPage: return Bool(v, key, ev.history_page, error);
+      case Field::kDiff: return Raw(v, key, ev.diff, error);
+      case Field::kGoal: return Raw(v, key, ev.goal, error);
+      case Field::kAttachments: return Raw(v, key, ev.attachments, error);
+      case Field::kHistoryCursor: return Raw(v, key, ev.history_cursor, error);
+      case Field::kQuestions: {
+        if (v.is_null()) return true;
+        if (!v.is_array()) {
+          error = TypeError(key, "an array");
+          return false;
+        }
+        Json j;
+        if (!Raw(v, key, j, error)) return false;
+        ev.questions.clear();
+        ReadQuestions(j, ev.questions, &error);
+        return error.empty();
       }
-      root_ = std::move(container);
-      stack_.clear();
-      stack_.push_back(&root_);
-      return true;
-    }
-    Json* parent = stack_.back();
-    Json* child = nullptr;
-    if (parent->is_object()) {
-      child = &((*parent)[pending_key_] = std::move(container));
-    } else {
-      parent->push_back(std::move(container));
-      child = &parent->back();
-    }
-    stack_.push_back(child);
-    return true;
-  }
-
-  bool Put(Json v) {
-    if (skip_depth_ > 0) return true;
-    Json* parent = stack_.back();
-    if (parent->is_object()) {
-      (*parent)[pending_key_] = std::move(v);
-    } else {
-      parent->push_back(std::move(v));
+      case Field::kHistoryState:
+      case Field::kRuntime: {
+        if (v.is_null()) return true;
+        if (!v.is_object()) {
+          error = TypeError(key, "an object");
+          return false;
+        }
+        Json j;
+        if (!Raw(v, key, j, error)) return false;
+        if (f == Field::kHistoryState) {
+          ReadHistoryState(j, ev.history_state, &error);
+        } else {
+          ReadRuntime(j, ev.runtime, &error);
+        }
+        return error.empty();
+      }
     }
     return true;
   }
 
-  bool EndNested() {
-    --depth_;
-    if (depth_ == 0) return true;  // end of the root object
-    if (skip_depth_ > 0) {
-      --skip_depth_;
-      return true;
-    }
-    stack_.pop_back();
-    if (depth_ == 1) return Finish();
-    return true;
-  }
-
-  bool Finish() {
-    switch (field_) {
-      case Field::kQuestions:
-        ev_->questions.clear();
-        ReadQuestions(root_, ev_->questions, &error);
-        break;
-      case Field::kHistoryState: ReadHistoryState(root_, ev_->history_state, &error); break;
-      case Field::kRuntime: ReadRuntime(root_, ev_->runtime, &error); break;
-      case Field::kDiff: ev_->diff = std::move(root_); break;
-      case Field::kGoal: ev_->goal = std::move(root_); break;
-      case Field::kAttachments: ev_->attachments = std::move(root_); break;
-      case Field::kHistoryCursor: ev_->history_cursor = std::move(root_); break;
-      default: break;
-    }
-    root_ = Json();
-    return error.empty();
-  }
-
-  Event* ev_;
-  int depth_ = 0;
-  int skip_depth_ = 0;
-  bool seen_root_ = false;
-  std::string key_;
-  Field field_ = Field::kUnknown;
-  std::string pending_key_;
-  Json root_;
-  std::vector<Json*> stack_;
+  sj::parser parser_;
+  std::vector<char> buffer_;
 };
 
 template <typename T>
@@ -571,18 +460,13 @@ Json Event::Raw() const {
 bool SameEvent(const Event& a, const Event& b) { return EventToJson(a) == EventToJson(b); }
 
 Result<Event> DecodeEvent(std::string_view line) {
-  Event ev;
-  EventSax sax(&ev);
+  // One decoder (parser state and buffers, reused across lines) per thread.
+  thread_local EventDecoder decoder;
   try {
-    const bool ok = Json::sax_parse(line.begin(), line.end(), &sax, nlohmann::json::input_format_t::json, true);
-    if (!ok || !sax.error.empty()) {
-      return Fail(Errc::protocol_error, sax.error.empty() ? "invalid JSON" : sax.error);
-    }
-  } catch (const std::exception& e) {
-    return Fail(Errc::protocol_error, std::string("invalid JSON: ") + e.what());
+    return decoder.Decode(line);
+  } catch (const std::exception& e) {  // allocation failure; simdjson itself does not throw here
+    return Fail(Errc::protocol_error, std::string("cannot decode event: ") + e.what());
   }
-  ev.line.assign(line.data(), line.size());
-  return ev;
 }
 
 Json EventToJson(const Event& e) {
