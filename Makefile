@@ -4,6 +4,7 @@
 #   make bench     release build, run the benchmarks side by side with their comparisons
 #   make sanitize  address+undefined build, full suite
 #   make tsan      thread-sanitizer build, full suite
+#   make fuzz      libFuzzer targets (clang), FUZZ_SECONDS each
 #   make python    leave an importable `sessionturn` package in build/python
 
 JOBS ?= $(shell nproc)
@@ -11,7 +12,7 @@ PYTHON := /usr/bin/python3
 CMAKE_COMMON := -DSESSIONTURN_PYTHON=$(PYTHON) -DPYTHON_EXECUTABLE=$(PYTHON)
 CTEST_ARGS ?=
 
-.PHONY: all bootstrap build test demo bench sanitize tsan python clean
+.PHONY: all bootstrap build test demo bench sanitize tsan fuzz python clean
 
 all: build
 
@@ -53,5 +54,17 @@ tsan: bootstrap
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	  ctest -j$(JOBS) --output-on-failure --timeout 900 -LE python $(CTEST_ARGS)
 
+# libFuzzer over every parser of untrusted bytes, FUZZ_SECONDS each (clang, ASan+UBSan).
+FUZZ_SECONDS ?= 60
+fuzz: bootstrap
+	CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DSESSIONTURN_BUILD_FUZZ=ON \
+	  -DSESSIONTURN_BUILD_TESTS=OFF -DSESSIONTURN_BUILD_EXAMPLES=OFF -DSESSIONTURN_BUILD_PYTHON=OFF \
+	  -DSESSIONTURN_SANITIZE=address,undefined $(CMAKE_COMMON)
+	cmake --build build-fuzz -j$(JOBS)
+	for f in build-fuzz/fuzz/fuzz_*; do \
+	  name=$${f##*/fuzz_}; mkdir -p build-fuzz/corpus/$$name; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) build-fuzz/corpus/$$name $$( [ -d fuzz/corpus/$$name ] && echo fuzz/corpus/$$name ) || exit 1; \
+	done
+
 clean:
-	rm -rf build build-bench build-asan build-tsan
+	rm -rf build build-bench build-asan build-tsan build-fuzz
