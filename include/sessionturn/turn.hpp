@@ -119,7 +119,9 @@ class TurnTracker {
  private:
   void HandleHistoryEnd(const Event& event, TurnStep& step);
   void HandleOurEvent(const Event& event, TurnStep& step);
-  void AppendReply(std::string& into, std::string_view text, bool as_message);
+  // False when the text would pass kMaxReplyBytes.
+  bool AppendReply(std::string& into, std::string_view text, bool as_message);
+  void FailTooLarge(TurnStep& step);
   void Finish(TurnStatus status, TurnStep& step);
   void FailWith(Error error, TurnStep& step);
 
