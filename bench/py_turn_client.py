@@ -1,0 +1,58 @@
+"""The turn-latency benchmark's Python comparison: the same exchange as Driver::SubmitTurn over the same
+unix socket (connect, subscribe with history bounds, wait for history.end, send the message, follow our turn
+to turn.completed), standard library only. Prints one latency per turn in milliseconds, then a summary line."""
+import json
+import socket
+import sys
+import time
+import uuid
+
+
+def turn(path: str, prompt: str) -> float:
+    t0 = time.perf_counter()
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(path)
+    f = s.makefile("rwb", buffering=0)
+    s.sendall(json.dumps({"type": "subscribe", "historyBounds": True, "historyItems": 1,
+                          "historyBytes": 1024}).encode() + b"\n")
+    request_id = str(uuid.uuid4())
+    turn_id = None
+    sent = False
+    reply = []
+    buf = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            raise RuntimeError("runtime closed the stream")
+        buf += chunk
+        *lines, buf = buf.split(b"\n")
+        for line in lines:
+            if not line.strip():
+                continue
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            t = ev.get("type")
+            if t == "history.end" and not sent:
+                s.sendall(json.dumps({"type": "message", "requestId": request_id, "text": prompt}).encode() + b"\n")
+                sent = True
+            elif t in ("user.message", "user.message.updated") and ev.get("requestId") == request_id:
+                turn_id = ev.get("turnId")
+            elif turn_id and ev.get("turnId") == turn_id:
+                if t == "assistant.message":
+                    reply.append(ev.get("text", "").strip())
+                elif t == "turn.completed":
+                    f.close()
+                    s.close()
+                    return (time.perf_counter() - t0) * 1000.0
+
+
+def main() -> None:
+    path, n = sys.argv[1], int(sys.argv[2])
+    for i in range(n):
+        print(f"{turn(path, f'python turn {i}'):.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
