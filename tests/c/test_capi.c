@@ -1,0 +1,868 @@
+/* Tests of the C ABI, compiled as C99, against an in-process local runtime started through the ABI
+ * itself. One program, one ctest per case: `test_capi <case>`. Waits are on conditions with
+ * generous deadlines (a loaded 2-core machine), never on sleeps. */
+#define _POSIX_C_SOURCE 200809L
+
+#include "sessionturn.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Deadline of every wait in these tests: far above what a healthy run needs, so only a real hang fails. */
+#define WAIT_SECONDS 30
+
+static int g_failures = 0;
+
+#define CHECK(cond)                                                                              \
+  do {                                                                                           \
+    if (!(cond)) {                                                                               \
+      fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond,   \
+              st_last_error());                                                                  \
+      g_failures++;                                                                              \
+    }                                                                                            \
+  } while (0)
+
+#define REQUIRE(cond)                                                                            \
+  do {                                                                                           \
+    if (!(cond)) {                                                                               \
+      fprintf(stderr, "%s:%d: REQUIRE failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
+              st_last_error());                                                                  \
+      exit(1);                                                                                   \
+    }                                                                                            \
+  } while (0)
+
+/* ---- Fixture: a temp dir, a context, a local runtime, a driver ---------------------------------- */
+
+typedef struct fixture {
+  char dir[256];
+  char socket_path[300];
+  char script_path[300];
+  st_context *context;
+  st_local_runtime *runtime;
+  st_driver *driver;
+} fixture;
+
+static void write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  REQUIRE(f != NULL);
+  fputs(text, f);
+  fclose(f);
+}
+
+/* provider: NULL for echo; script: JSON text written to a file and used as "script:FILE". */
+static void fixture_start(fixture *fx, const char *provider, const char *script) {
+  st_local_runtime_options ro = ST_LOCAL_RUNTIME_OPTIONS_INIT;
+  char spec[400];
+  memset(fx, 0, sizeof *fx);
+  strcpy(fx->dir, "/tmp/st_capi_XXXXXX");
+  REQUIRE(mkdtemp(fx->dir) != NULL);
+  snprintf(fx->socket_path, sizeof fx->socket_path, "%s/runtime.sock", fx->dir);
+  REQUIRE(st_context_new(&fx->context, NULL) == ST_OK);
+  ro.socket_path = fx->socket_path;
+  ro.provider = provider;
+  ro.echo_delay_ms = 5;
+  if (script) {
+    snprintf(fx->script_path, sizeof fx->script_path, "%s/script.json", fx->dir);
+    write_file(fx->script_path, script);
+    snprintf(spec, sizeof spec, "script:%s", fx->script_path);
+    ro.provider = spec;
+  }
+  REQUIRE(st_local_runtime_start(&fx->runtime, &ro) == ST_OK);
+  REQUIRE(strcmp(st_local_runtime_socket_path(fx->runtime), fx->socket_path) == 0);
+  REQUIRE(st_driver_new_unix(&fx->driver, fx->context, fx->socket_path) == ST_OK);
+}
+
+static void fixture_stop(fixture *fx) {
+  char cmd[400];
+  st_driver_free(fx->driver);
+  CHECK(st_local_runtime_stop(fx->runtime) == ST_OK);
+  CHECK(st_local_runtime_stop(fx->runtime) == ST_OK); /* idempotent */
+  st_local_runtime_free(fx->runtime);
+  st_context_free(fx->context);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", fx->dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", fx->dir);
+}
+
+/* ---- A latch: wait for a count with a deadline ------------------------------------------------------ */
+
+typedef struct latch {
+  pthread_mutex_t mutex;
+  pthread_cond_t cond;
+  int count;
+} latch;
+
+static void latch_init(latch *l) {
+  pthread_mutex_init(&l->mutex, NULL);
+  pthread_cond_init(&l->cond, NULL);
+  l->count = 0;
+}
+static void latch_destroy(latch *l) {
+  pthread_mutex_destroy(&l->mutex);
+  pthread_cond_destroy(&l->cond);
+}
+static void latch_add(latch *l) {
+  pthread_mutex_lock(&l->mutex);
+  l->count++;
+  pthread_cond_broadcast(&l->cond);
+  pthread_mutex_unlock(&l->mutex);
+}
+/* 1 when the count reached `n` before the deadline. */
+static int latch_wait(latch *l, int n) {
+  struct timespec deadline;
+  int ok;
+  clock_gettime(CLOCK_REALTIME, &deadline);
+  deadline.tv_sec += WAIT_SECONDS;
+  pthread_mutex_lock(&l->mutex);
+  while (l->count < n) {
+    if (pthread_cond_timedwait(&l->cond, &l->mutex, &deadline) == ETIMEDOUT) break;
+  }
+  ok = l->count >= n;
+  pthread_mutex_unlock(&l->mutex);
+  return ok;
+}
+
+/* ---- Event collection ---------------------------------------------------------------------------------- */
+
+typedef struct collector {
+  pthread_mutex_t mutex;
+  char deltas[4096];
+  char types[8192];
+  int events;
+  int deltas_seen;
+  int completed_seen;
+  int raw_ok;
+  latch first_event;
+  latch completed;
+  st_driver *driver; /* for the would_block case */
+  st_status nested_status;
+} collector;
+
+static void collector_init(collector *c) {
+  memset(c, 0, sizeof *c);
+  pthread_mutex_init(&c->mutex, NULL);
+  latch_init(&c->first_event);
+  latch_init(&c->completed);
+  c->raw_ok = 1;
+  c->nested_status = 1;
+}
+static void collector_destroy(collector *c) {
+  pthread_mutex_destroy(&c->mutex);
+  latch_destroy(&c->first_event);
+  latch_destroy(&c->completed);
+}
+
+static void on_event(const st_event *e, void *payload) {
+  collector *c = (collector *)payload;
+  pthread_mutex_lock(&c->mutex);
+  c->events++;
+  if (e->version < 1 || !e->type || !e->turn_id || !e->text || !e->tool_name || !e->raw_json ||
+      e->raw_json[0] != '{' || !strstr(e->raw_json, e->type)) {
+    c->raw_ok = 0;
+  }
+  if (strlen(c->types) + strlen(e->type) + 2 < sizeof c->types) {
+    strcat(c->types, e->type);
+    strcat(c->types, ",");
+  }
+  if (strcmp(e->type, "assistant.delta") == 0) {
+    c->deltas_seen++;
+    if (strlen(c->deltas) + strlen(e->text) + 1 < sizeof c->deltas) strcat(c->deltas, e->text);
+  }
+  if (strcmp(e->type, "turn.completed") == 0) c->completed_seen++;
+  pthread_mutex_unlock(&c->mutex);
+  latch_add(&c->first_event);
+  if (strcmp(e->type, "turn.completed") == 0) latch_add(&c->completed);
+}
+
+/* ---- Cases ---------------------------------------------------------------------------------------------- */
+
+static void test_version(void) {
+  int major = -1, minor = -1, patch = -1;
+  const char *v = st_version(&major, &minor, &patch);
+  char expected[32];
+  CHECK(major == ST_VERSION_MAJOR && minor == ST_VERSION_MINOR && patch == ST_VERSION_PATCH);
+  snprintf(expected, sizeof expected, "%d.%d.%d", ST_VERSION_MAJOR, ST_VERSION_MINOR, ST_VERSION_PATCH);
+  CHECK(v != NULL && strcmp(v, expected) == 0);
+  CHECK(st_version(NULL, NULL, NULL) == v);
+  CHECK(strcmp(st_status_name(ST_OK), "ok") == 0);
+  CHECK(strcmp(st_status_name(ST_E_INVALID_ARGUMENT), "invalid_argument") == 0);
+  CHECK(strcmp(st_status_name(ST_E_REJECTED), "rejected") == 0);
+  CHECK(strcmp(st_status_name(ST_E_WOULD_BLOCK), "would_block") == 0);
+  CHECK(strcmp(st_status_name(ST_E_INTERNAL), "internal") == 0);
+  CHECK(strcmp(st_status_name(-1000), "unknown") == 0);
+  CHECK(strcmp(st_status_name(5), "unknown") == 0);
+  CHECK(strcmp(st_turn_status_name(ST_TURN_COMPLETED), "completed") == 0);
+  CHECK(strcmp(st_turn_status_name(ST_TURN_FAILED), "failed") == 0);
+  CHECK(strcmp(st_turn_status_name(ST_TURN_INTERRUPTED), "interrupted") == 0);
+  CHECK(strcmp(st_turn_status_name(ST_TURN_REMOVED), "removed") == 0);
+  CHECK(strcmp(st_turn_status_name((st_turn_status)42), "unknown") == 0);
+  st_string_free(NULL);
+}
+
+static int g_log_lines = 0;
+static void on_log(int level, const char *message, void *payload) {
+  (void)level;
+  (void)message;
+  CHECK(payload == &g_log_lines);
+  g_log_lines++;
+}
+
+/* Every function with NULL handles / out pointers: an error status and a message, never a crash. */
+static void test_null_handles(void) {
+  st_context *ctx = NULL;
+  st_driver *drv = NULL;
+  st_turn_result *res = NULL;
+  st_watch *w = NULL;
+  st_local_runtime *rt = NULL;
+  st_cancel *cancel = NULL;
+  char *s = NULL;
+  const char *argv[] = {"/bin/true"};
+  st_context_options co = ST_CONTEXT_OPTIONS_INIT;
+  st_local_runtime_options ro = ST_LOCAL_RUNTIME_OPTIONS_INIT;
+  st_turn_options to = ST_TURN_OPTIONS_INIT;
+  st_answer answer;
+
+  CHECK(st_context_new(NULL, NULL) == ST_E_INVALID_ARGUMENT);
+  CHECK(strstr(st_last_error(), "out") != NULL);
+  co.threads = 0;
+  CHECK(st_context_new(&ctx, &co) == ST_E_INVALID_ARGUMENT && ctx == NULL);
+  CHECK(strstr(st_last_error(), "threads") != NULL);
+  co.threads = 1;
+  co.version = 99;
+  CHECK(st_context_new(&ctx, &co) == ST_E_INVALID_ARGUMENT);
+  CHECK(strstr(st_last_error(), "version") != NULL);
+  co.version = ST_CONTEXT_OPTIONS_VERSION;
+  co.min_log_level = 7;
+  CHECK(st_context_new(&ctx, &co) == ST_E_INVALID_ARGUMENT);
+  co.min_log_level = ST_LOG_DEBUG;
+  co.log = on_log;
+  co.log_payload = &g_log_lines;
+  REQUIRE(st_context_new(&ctx, &co) == ST_OK && ctx != NULL);
+
+  CHECK(st_driver_new_unix(NULL, ctx, "/tmp/x") == ST_E_INVALID_ARGUMENT);
+  CHECK(st_driver_new_unix(&drv, NULL, "/tmp/x") == ST_E_INVALID_ARGUMENT && drv == NULL);
+  CHECK(strstr(st_last_error(), "context") != NULL);
+  CHECK(st_driver_new_unix(&drv, ctx, NULL) == ST_E_INVALID_ARGUMENT);
+  CHECK(st_driver_new_unix(&drv, ctx, "") == ST_E_INVALID_ARGUMENT);
+  CHECK(st_driver_new_exec(&drv, ctx, NULL, 0) == ST_E_INVALID_ARGUMENT);
+  CHECK(st_driver_new_exec(&drv, ctx, argv, 0) == ST_E_INVALID_ARGUMENT);
+  CHECK(st_driver_new_exec(&drv, NULL, argv, 1) == ST_E_INVALID_ARGUMENT);
+
+  CHECK(st_driver_submit_turn(&res, NULL, "hi", NULL) == ST_E_INVALID_ARGUMENT && res == NULL);
+  CHECK(strstr(st_last_error(), "driver") != NULL);
+  CHECK(st_driver_submit_turn(NULL, NULL, "hi", NULL) == ST_E_INVALID_ARGUMENT);
+  CHECK(st_driver_submit_turn_async(NULL, "hi", NULL, NULL, NULL) == ST_E_INVALID_ARGUMENT);
+  CHECK(st_driver_interrupt(NULL, 0) == ST_E_INVALID_ARGUMENT);
+  CHECK(st_driver_watch(&w, NULL, NULL, NULL, NULL, NULL) == ST_E_INVALID_ARGUMENT && w == NULL);
+  CHECK(st_driver_watch(NULL, NULL, NULL, NULL, NULL, NULL) == ST_E_INVALID_ARGUMENT);
+
+  /* A driver that is never used needs no runtime: check the argument errors that need a handle. */
+  REQUIRE(st_driver_new_unix(&drv, ctx, "/nonexistent/dir/runtime.sock") == ST_OK);
+  CHECK(st_driver_submit_turn(&res, drv, NULL, NULL) == ST_E_INVALID_ARGUMENT);
+  CHECK(strstr(st_last_error(), "prompt") != NULL);
+  CHECK(st_driver_submit_turn_async(drv, "hi", NULL, NULL, NULL) == ST_E_INVALID_ARGUMENT);
+  CHECK(strstr(st_last_error(), "done") != NULL);
+  CHECK(st_driver_watch(&w, drv, NULL, NULL, NULL, NULL) == ST_E_INVALID_ARGUMENT);
+  CHECK(strstr(st_last_error(), "on_event") != NULL);
+  to.version = 0;
+  CHECK(st_driver_submit_turn(&res, drv, "hi", &to) == ST_E_INVALID_ARGUMENT);
+  CHECK(strstr(st_last_error(), "st_turn_options.version") != NULL);
+  st_driver_free(drv);
+
+  CHECK(st_turn_result_turn_id(NULL) == NULL);
+  CHECK(strstr(st_last_error(), "result") != NULL);
+  CHECK(st_turn_result_text(NULL) == NULL);
+  CHECK(st_turn_result_error_message(NULL) == NULL);
+  CHECK(st_turn_result_status(NULL) == ST_TURN_FAILED);
+  CHECK(st_turn_result_questions_declined(NULL) < 0);
+  CHECK(st_turn_result_questions_answered(NULL) < 0);
+  CHECK(st_turn_result_shared(NULL) < 0);
+  CHECK(st_turn_result_reconnects(NULL) < 0);
+
+  CHECK(st_watch_stop(NULL) == ST_E_INVALID_ARGUMENT);
+  CHECK(st_watch_active(NULL) == ST_E_INVALID_ARGUMENT);
+  CHECK(st_watch_last_event_id(NULL) == ST_E_INVALID_ARGUMENT);
+  CHECK(st_watch_journal_id(&s, NULL) == ST_E_INVALID_ARGUMENT && s == NULL);
+  CHECK(st_watch_journal_id(NULL, NULL) == ST_E_INVALID_ARGUMENT);
+
+  CHECK(st_responder_answer(NULL, NULL, 0) == ST_E_INVALID_ARGUMENT);
+  CHECK(st_responder_decline(NULL) == ST_E_INVALID_ARGUMENT);
+  CHECK(st_responder_input_id(NULL) == NULL);
+  answer.question_id = NULL;
+  answer.values = NULL;
+  answer.value_count = 0;
+  CHECK(st_responder_answer(NULL, &answer, 1) == ST_E_INVALID_ARGUMENT);
+
+  CHECK(st_cancel_new(NULL) == ST_E_INVALID_ARGUMENT);
+  CHECK(st_cancel_cancel(NULL) == ST_E_INVALID_ARGUMENT);
+  CHECK(st_cancel_is_cancelled(NULL) == ST_E_INVALID_ARGUMENT);
+  REQUIRE(st_cancel_new(&cancel) == ST_OK);
+  CHECK(st_cancel_is_cancelled(cancel) == 0);
+  CHECK(st_cancel_cancel(cancel) == ST_OK);
+  CHECK(st_cancel_cancel(cancel) == ST_OK);
+  CHECK(st_cancel_is_cancelled(cancel) == 1);
+  st_cancel_free(cancel);
+
+  CHECK(st_local_runtime_start(NULL, &ro) == ST_E_INVALID_ARGUMENT);
+  CHECK(st_local_runtime_start(&rt, NULL) == ST_E_INVALID_ARGUMENT && rt == NULL);
+  CHECK(st_local_runtime_start(&rt, &ro) == ST_E_INVALID_ARGUMENT); /* no socket path */
+  CHECK(strstr(st_last_error(), "socket_path") != NULL);
+  CHECK(st_local_runtime_socket_path(NULL) == NULL);
+  CHECK(st_local_runtime_stop(NULL) == ST_E_INVALID_ARGUMENT);
+
+  /* Every free function accepts NULL. */
+  st_turn_result_free(NULL);
+  st_responder_free(NULL);
+  st_watch_free(NULL);
+  st_driver_free(NULL);
+  st_local_runtime_free(NULL);
+  st_cancel_free(NULL);
+  st_context_free(ctx);
+  st_context_free(NULL);
+}
+
+/* Bad paths: an absent socket, a bad provider spec, an unusable socket directory. */
+static void test_bad_paths(void) {
+  st_context *ctx = NULL;
+  st_driver *drv = NULL;
+  st_turn_result *res = NULL;
+  st_local_runtime *rt = NULL;
+  st_local_runtime_options ro = ST_LOCAL_RUNTIME_OPTIONS_INIT;
+  st_turn_options to = ST_TURN_OPTIONS_INIT;
+  const char *argv[] = {"/nonexistent/program/sessionturn-runtime"};
+  st_status s;
+
+  REQUIRE(st_context_new(&ctx, NULL) == ST_OK);
+  REQUIRE(st_driver_new_unix(&drv, ctx, "/nonexistent/dir/runtime.sock") == ST_OK);
+  to.reconnect = 0;
+  to.timeout_ms = WAIT_SECONDS * 1000;
+  s = st_driver_submit_turn(&res, drv, "hello", &to);
+  CHECK(s == ST_E_CONNECTION_FAILED);
+  CHECK(res == NULL);
+  CHECK(strstr(st_last_error(), "/nonexistent/dir/runtime.sock") != NULL);
+  st_driver_free(drv);
+
+  REQUIRE(st_driver_new_exec(&drv, ctx, argv, 1) == ST_OK);
+  s = st_driver_submit_turn(&res, drv, "hello", &to);
+  CHECK(s == ST_E_CONNECTION_FAILED || s == ST_E_CONNECTION_LOST);
+  CHECK(res == NULL);
+  st_driver_free(drv);
+
+  ro.socket_path = "/tmp/st_capi_unused.sock";
+  ro.provider = "no-such-provider";
+  CHECK(st_local_runtime_start(&rt, &ro) == ST_E_INVALID_ARGUMENT && rt == NULL);
+  CHECK(strstr(st_last_error(), "no-such-provider") != NULL);
+  ro.provider = NULL;
+  ro.socket_path = "/proc/self/no/such/dir/runtime.sock";
+  s = st_local_runtime_start(&rt, &ro);
+  CHECK(s == ST_E_IO_ERROR);
+  CHECK(rt == NULL);
+  st_context_free(ctx);
+}
+
+/* A blocking echo turn: streamed deltas, the reply, the result accessors. */
+static void test_echo_turn(void) {
+  fixture fx;
+  collector c;
+  st_turn_options to = ST_TURN_OPTIONS_INIT;
+  st_turn_result *res = NULL;
+
+  fixture_start(&fx, NULL, NULL);
+  collector_init(&c);
+  to.on_event = on_event;
+  to.payload = &c;
+  to.timeout_ms = WAIT_SECONDS * 1000;
+  REQUIRE(st_driver_submit_turn(&res, fx.driver, "hello from C", &to) == ST_OK);
+  REQUIRE(res != NULL);
+  CHECK(st_turn_result_status(res) == ST_TURN_COMPLETED);
+  CHECK(strlen(st_turn_result_turn_id(res)) > 0);
+  CHECK(strstr(st_turn_result_text(res), "hello from C") != NULL);
+  CHECK(strcmp(st_turn_result_error_message(res), "") == 0);
+  CHECK(st_turn_result_questions_declined(res) == 0);
+  CHECK(st_turn_result_questions_answered(res) == 0);
+  CHECK(st_turn_result_shared(res) == 0);
+  CHECK(st_turn_result_reconnects(res) == 0);
+  CHECK(c.deltas_seen > 0);
+  CHECK(strstr(c.deltas, "hello from C") != NULL);
+  CHECK(c.completed_seen == 1);
+  CHECK(c.raw_ok);
+  CHECK(strstr(c.types, "turn.started") != NULL);
+  st_turn_result_free(res);
+
+  /* NULL options: the defaults. */
+  REQUIRE(st_driver_submit_turn(&res, fx.driver, "second", NULL) == ST_OK);
+  CHECK(st_turn_result_status(res) == ST_TURN_COMPLETED);
+  CHECK(strstr(st_turn_result_text(res), "second") != NULL);
+  st_turn_result_free(res);
+  collector_destroy(&c);
+  fixture_stop(&fx);
+}
+
+/* Prompts refused before any I/O (commands, empty) and by the runtime (/goal with commands allowed). */
+static void test_rejected(void) {
+  fixture fx;
+  st_turn_options to = ST_TURN_OPTIONS_INIT;
+  st_turn_result *res = NULL;
+  st_status s;
+
+  fixture_start(&fx, NULL, NULL);
+  to.timeout_ms = WAIT_SECONDS * 1000;
+  s = st_driver_submit_turn(&res, fx.driver, "!ls", &to);
+  CHECK(s == ST_E_INVALID_ARGUMENT);
+  CHECK(res == NULL);
+  CHECK(strlen(st_last_error()) > 0);
+  CHECK(st_driver_submit_turn(&res, fx.driver, "  /goal ship it", &to) == ST_E_INVALID_ARGUMENT);
+  CHECK(st_driver_submit_turn(&res, fx.driver, "", &to) == ST_E_INVALID_ARGUMENT);
+
+  to.allow_commands = 1;
+  s = st_driver_submit_turn(&res, fx.driver, "/goal ship it", &to);
+  CHECK(s == ST_E_REJECTED);
+  CHECK(res == NULL);
+  CHECK(strstr(st_last_error(), "/goal is not supported") != NULL);
+
+  /* Interrupt with no turn running: the runtime's reason. */
+  s = st_driver_interrupt(fx.driver, WAIT_SECONDS * 1000);
+  CHECK(s == ST_E_REJECTED);
+  CHECK(strstr(st_last_error(), "no active turn") != NULL);
+  fixture_stop(&fx);
+}
+
+typedef struct async_done {
+  latch done;
+  st_status status;
+  char message[512];
+  st_turn_result *result;
+} async_done;
+
+static void on_done(st_status status, const char *message, st_turn_result *result, void *payload) {
+  async_done *d = (async_done *)payload;
+  d->status = status;
+  snprintf(d->message, sizeof d->message, "%s", message ? message : "(null)");
+  d->result = result;
+  latch_add(&d->done);
+}
+
+static void test_async_turn(void) {
+  fixture fx;
+  collector c;
+  async_done d;
+  st_turn_options to = ST_TURN_OPTIONS_INIT;
+
+  fixture_start(&fx, NULL, NULL);
+  collector_init(&c);
+  memset(&d, 0, sizeof d);
+  latch_init(&d.done);
+  to.on_event = on_event;
+  to.payload = &c;
+  to.timeout_ms = WAIT_SECONDS * 1000;
+  REQUIRE(st_driver_submit_turn_async(fx.driver, "async hello", &to, on_done, &d) == ST_OK);
+  REQUIRE(latch_wait(&d.done, 1));
+  CHECK(d.status == ST_OK);
+  CHECK(strcmp(d.message, "") == 0);
+  REQUIRE(d.result != NULL);
+  CHECK(st_turn_result_status(d.result) == ST_TURN_COMPLETED);
+  CHECK(strstr(st_turn_result_text(d.result), "async hello") != NULL);
+  st_turn_result_free(d.result);
+
+  /* An argument error is reported through the callback too (no I/O). */
+  d.result = NULL;
+  REQUIRE(st_driver_submit_turn_async(fx.driver, "!rm -rf /", &to, on_done, &d) == ST_OK);
+  REQUIRE(latch_wait(&d.done, 2));
+  CHECK(d.status == ST_E_INVALID_ARGUMENT);
+  CHECK(strlen(d.message) > 0);
+  CHECK(d.result == NULL);
+
+  latch_destroy(&d.done);
+  collector_destroy(&c);
+  fixture_stop(&fx);
+}
+
+/* A long turn (slow echo) cancelled from another thread, and one interrupted through the driver. */
+typedef struct canceller {
+  collector *c;
+  st_cancel *cancel;
+  st_driver *driver;
+  st_status interrupt_status;
+} canceller;
+
+static void *cancel_thread(void *arg) {
+  canceller *k = (canceller *)arg;
+  if (latch_wait(&k->c->first_event, 1)) {
+    if (k->cancel) st_cancel_cancel(k->cancel);
+    if (k->driver) {
+      /* The turn must have started for interrupt to find it: wait for turn.started. */
+      struct timespec ts = {0, 10 * 1000 * 1000};
+      int i;
+      for (i = 0; i < WAIT_SECONDS * 100; i++) {
+        int started;
+        pthread_mutex_lock(&k->c->mutex);
+        started = strstr(k->c->types, "turn.started") != NULL;
+        pthread_mutex_unlock(&k->c->mutex);
+        if (started) break;
+        nanosleep(&ts, NULL);
+      }
+      k->interrupt_status = st_driver_interrupt(k->driver, WAIT_SECONDS * 1000);
+    }
+  }
+  return NULL;
+}
+
+static void long_turn_fixture(fixture *fx) {
+  st_local_runtime_options ro = ST_LOCAL_RUNTIME_OPTIONS_INIT;
+  memset(fx, 0, sizeof *fx);
+  strcpy(fx->dir, "/tmp/st_capi_XXXXXX");
+  REQUIRE(mkdtemp(fx->dir) != NULL);
+  snprintf(fx->socket_path, sizeof fx->socket_path, "%s/runtime.sock", fx->dir);
+  REQUIRE(st_context_new(&fx->context, NULL) == ST_OK);
+  ro.socket_path = fx->socket_path;
+  ro.echo_delay_ms = 200; /* a long prompt then streams for many seconds: time to cancel it */
+  REQUIRE(st_local_runtime_start(&fx->runtime, &ro) == ST_OK);
+  REQUIRE(st_driver_new_unix(&fx->driver, fx->context, fx->socket_path) == ST_OK);
+}
+
+static const char *kLongPrompt =
+    "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty twenty-one twenty-two twenty-three twenty-four twenty-five";
+
+static void test_cancel(void) {
+  fixture fx;
+  collector c;
+  canceller k;
+  pthread_t t;
+  st_turn_options to = ST_TURN_OPTIONS_INIT;
+  st_turn_result *res = NULL;
+  st_status s;
+
+  long_turn_fixture(&fx);
+  collector_init(&c);
+  memset(&k, 0, sizeof k);
+  k.c = &c;
+  REQUIRE(st_cancel_new(&k.cancel) == ST_OK);
+  to.on_event = on_event;
+  to.payload = &c;
+  to.cancel = k.cancel;
+  to.timeout_ms = WAIT_SECONDS * 1000;
+  REQUIRE(pthread_create(&t, NULL, cancel_thread, &k) == 0);
+  s = st_driver_submit_turn(&res, fx.driver, kLongPrompt, &to);
+  pthread_join(t, NULL);
+  CHECK(s == ST_E_CANCELLED);
+  CHECK(res == NULL);
+  CHECK(c.completed_seen == 0);
+  st_cancel_free(k.cancel);
+
+  /* A deadline: the same long turn with a short timeout. */
+  to.cancel = NULL;
+  to.timeout_ms = 500;
+  s = st_driver_submit_turn(&res, fx.driver, kLongPrompt, &to);
+  CHECK(s == ST_E_TIMEOUT);
+  CHECK(res == NULL);
+  collector_destroy(&c);
+  fixture_stop(&fx);
+}
+
+static void test_interrupt(void) {
+  fixture fx;
+  collector c;
+  canceller k;
+  pthread_t t;
+  st_turn_options to = ST_TURN_OPTIONS_INIT;
+  st_turn_result *res = NULL;
+
+  long_turn_fixture(&fx);
+  collector_init(&c);
+  memset(&k, 0, sizeof k);
+  k.c = &c;
+  k.driver = fx.driver;
+  k.interrupt_status = 1;
+  to.on_event = on_event;
+  to.payload = &c;
+  to.timeout_ms = WAIT_SECONDS * 1000;
+  REQUIRE(pthread_create(&t, NULL, cancel_thread, &k) == 0);
+  REQUIRE(st_driver_submit_turn(&res, fx.driver, kLongPrompt, &to) == ST_OK);
+  pthread_join(t, NULL);
+  CHECK(k.interrupt_status == ST_OK);
+  CHECK(st_turn_result_status(res) == ST_TURN_INTERRUPTED);
+  st_turn_result_free(res);
+  collector_destroy(&c);
+  fixture_stop(&fx);
+}
+
+/* A blocking call from a callback (a Context worker) is refused, not deadlocked. */
+static void on_event_nested(const st_event *e, void *payload) {
+  collector *c = (collector *)payload;
+  st_turn_result *res = NULL;
+  if (c->nested_status == 1 && strcmp(e->type, "turn.started") == 0) {
+    c->nested_status = st_driver_submit_turn(&res, c->driver, "nested", NULL);
+  }
+}
+
+static void test_would_block(void) {
+  fixture fx;
+  collector c;
+  st_turn_options to = ST_TURN_OPTIONS_INIT;
+  st_turn_result *res = NULL;
+
+  fixture_start(&fx, NULL, NULL);
+  collector_init(&c);
+  c.driver = fx.driver;
+  to.on_event = on_event_nested;
+  to.payload = &c;
+  to.timeout_ms = WAIT_SECONDS * 1000;
+  REQUIRE(st_driver_submit_turn(&res, fx.driver, "outer", &to) == ST_OK);
+  CHECK(c.nested_status == ST_E_WOULD_BLOCK);
+  st_turn_result_free(res);
+  collector_destroy(&c);
+  fixture_stop(&fx);
+}
+
+/* Watch: a turn's events seen through a watch, its cursor, stop and end callback. */
+static void on_watch_end(st_status status, const char *message, void *payload) {
+  collector *c = (collector *)payload;
+  (void)message;
+  c->nested_status = status;
+  latch_add(&c->completed);
+  latch_add(&c->completed); /* distinguishable from the turn.completed count below */
+}
+
+static void test_watch(void) {
+  fixture fx;
+  collector c;
+  st_watch *w = NULL;
+  st_watch_options wo = ST_WATCH_OPTIONS_INIT;
+  st_turn_result *res = NULL;
+  char *journal = NULL;
+
+  fixture_start(&fx, NULL, NULL);
+  collector_init(&c);
+  wo.version = 0;
+  CHECK(st_driver_watch(&w, fx.driver, &wo, on_event, NULL, &c) == ST_E_INVALID_ARGUMENT);
+  wo.version = ST_WATCH_OPTIONS_VERSION;
+  REQUIRE(st_driver_watch(&w, fx.driver, &wo, on_event, on_watch_end, &c) == ST_OK);
+  REQUIRE(w != NULL);
+  CHECK(st_watch_active(w) == 1);
+  REQUIRE(st_driver_submit_turn(&res, fx.driver, "watched turn", NULL) == ST_OK);
+  st_turn_result_free(res);
+  REQUIRE(latch_wait(&c.completed, 1)); /* the watch saw turn.completed */
+  pthread_mutex_lock(&c.mutex);
+  CHECK(strstr(c.deltas, "watched turn") != NULL);
+  CHECK(strstr(c.types, "user.message") != NULL);
+  CHECK(c.raw_ok);
+  pthread_mutex_unlock(&c.mutex);
+  CHECK(st_watch_last_event_id(w) > 0);
+  REQUIRE(st_watch_journal_id(&journal, w) == ST_OK);
+  CHECK(journal != NULL && strlen(journal) > 0);
+  st_string_free(journal);
+  CHECK(st_watch_stop(w) == ST_OK);
+  CHECK(st_watch_stop(w) == ST_OK);
+  CHECK(st_watch_active(w) == 0);
+  CHECK(latch_wait(&c.completed, 3)); /* the end callback ran */
+  CHECK(c.nested_status == ST_OK);
+  st_watch_free(w);
+  collector_destroy(&c);
+  fixture_stop(&fx);
+}
+
+/* The exec driver: a child process bridging stdio to the runtime socket (python, standard library). */
+static void test_exec_driver(void) {
+  fixture fx;
+  st_driver *exec_driver = NULL;
+  st_turn_result *res = NULL;
+  const char *bridge =
+      "import socket,sys,threading\n"
+      "s=socket.socket(socket.AF_UNIX);s.connect(sys.argv[1])\n"
+      "def up():\n"
+      "  while True:\n"
+      "    b=sys.stdin.buffer.read1(65536)\n"
+      "    if not b: break\n"
+      "    s.sendall(b)\n"
+      "threading.Thread(target=up,daemon=True).start()\n"
+      "while True:\n"
+      "  b=s.recv(65536)\n"
+      "  if not b: break\n"
+      "  sys.stdout.buffer.write(b);sys.stdout.buffer.flush()\n";
+  const char *argv[4];
+
+  fixture_start(&fx, NULL, NULL);
+  argv[0] = "/usr/bin/python3";
+  argv[1] = "-c";
+  argv[2] = bridge;
+  argv[3] = fx.socket_path;
+  REQUIRE(st_driver_new_exec(&exec_driver, fx.context, argv, 4) == ST_OK);
+  REQUIRE(st_driver_submit_turn(&res, exec_driver, "through a child", NULL) == ST_OK);
+  CHECK(st_turn_result_status(res) == ST_TURN_COMPLETED);
+  CHECK(strstr(st_turn_result_text(res), "through a child") != NULL);
+  st_turn_result_free(res);
+  st_driver_free(exec_driver);
+  fixture_stop(&fx);
+}
+
+/* ---- Questions ------------------------------------------------------------------------------------------- */
+
+/* A script provider that asks one question, then replies with what it got. */
+static const char *kQuestionScript =
+    "{\"steps\": ["
+    "{\"ask\": {\"inputId\": \"q-1\", \"questions\": [{\"id\": \"color\", \"header\": \"Color\", "
+    "\"question\": \"Which color?\", \"options\": [{\"label\": \"red\"}, {\"label\": \"blue\"}]}]}},"
+    "{\"message\": \"got an answer\"}"
+    "]}";
+
+typedef struct question_state {
+  latch asked;
+  pthread_mutex_t mutex;
+  st_responder *responder;
+  char input_id[128];
+  char question_id[64];
+  char question[128];
+  char first_label[64];
+  size_t option_count;
+  int ok;
+} question_state;
+
+static void on_question(const st_question_request *req, st_responder *responder, void *payload) {
+  question_state *q = (question_state *)payload;
+  pthread_mutex_lock(&q->mutex);
+  q->ok = req->version >= 1 && req->question_count == 1 && req->raw_json && req->raw_json[0] == '{' &&
+          strcmp(st_responder_input_id(responder), req->input_id) == 0;
+  snprintf(q->input_id, sizeof q->input_id, "%s", req->input_id);
+  if (req->question_count > 0) {
+    snprintf(q->question_id, sizeof q->question_id, "%s", req->questions[0].id);
+    snprintf(q->question, sizeof q->question, "%s", req->questions[0].question);
+    q->option_count = req->questions[0].option_count;
+    if (q->option_count > 0) snprintf(q->first_label, sizeof q->first_label, "%s", req->questions[0].options[0].label);
+  }
+  q->responder = responder; /* answered later, from another thread */
+  pthread_mutex_unlock(&q->mutex);
+  latch_add(&q->asked);
+}
+
+static void *answer_thread(void *arg) {
+  question_state *q = (question_state *)arg;
+  if (latch_wait(&q->asked, 1)) {
+    const char *values[] = {"blue"};
+    st_answer a;
+    pthread_mutex_lock(&q->mutex);
+    a.question_id = q->question_id;
+    a.values = values;
+    a.value_count = 1;
+    CHECK(st_responder_answer(q->responder, &a, 1) == ST_OK);
+    CHECK(st_responder_answer(q->responder, &a, 1) == ST_E_REJECTED); /* exactly once */
+    CHECK(st_responder_decline(q->responder) == ST_E_REJECTED);
+    st_responder_free(q->responder);
+    q->responder = NULL;
+    pthread_mutex_unlock(&q->mutex);
+  }
+  return NULL;
+}
+
+static void question_state_init(question_state *q) {
+  memset(q, 0, sizeof *q);
+  latch_init(&q->asked);
+  pthread_mutex_init(&q->mutex, NULL);
+}
+
+static void test_question_answered_from_thread(void) {
+  fixture fx;
+  question_state q;
+  pthread_t t;
+  st_turn_options to = ST_TURN_OPTIONS_INIT;
+  st_turn_result *res = NULL;
+
+  fixture_start(&fx, NULL, kQuestionScript);
+  question_state_init(&q);
+  to.on_question = on_question;
+  to.payload = &q;
+  to.timeout_ms = WAIT_SECONDS * 1000;
+  to.answer_timeout_ms = WAIT_SECONDS * 1000;
+  REQUIRE(pthread_create(&t, NULL, answer_thread, &q) == 0);
+  REQUIRE(st_driver_submit_turn(&res, fx.driver, "ask me", &to) == ST_OK);
+  pthread_join(t, NULL);
+  CHECK(q.ok);
+  CHECK(strcmp(q.input_id, "q-1") == 0);
+  CHECK(strcmp(q.question_id, "color") == 0);
+  CHECK(strcmp(q.question, "Which color?") == 0);
+  CHECK(q.option_count == 2);
+  CHECK(strcmp(q.first_label, "red") == 0);
+  CHECK(st_turn_result_status(res) == ST_TURN_COMPLETED);
+  CHECK(st_turn_result_questions_answered(res) == 1);
+  CHECK(st_turn_result_questions_declined(res) == 0);
+  st_turn_result_free(res);
+  latch_destroy(&q.asked);
+  pthread_mutex_destroy(&q.mutex);
+  fixture_stop(&fx);
+}
+
+static void test_question_never_answered(void) {
+  fixture fx;
+  question_state q;
+  st_turn_options to = ST_TURN_OPTIONS_INIT;
+  st_turn_result *res = NULL;
+
+  fixture_start(&fx, NULL, kQuestionScript);
+  question_state_init(&q);
+  to.on_question = on_question;
+  to.payload = &q;
+  to.timeout_ms = WAIT_SECONDS * 1000;
+  to.answer_timeout_ms = 300; /* nobody answers: declined at this deadline */
+  REQUIRE(st_driver_submit_turn(&res, fx.driver, "ask me", &to) == ST_OK);
+  CHECK(latch_wait(&q.asked, 1));
+  CHECK(st_turn_result_questions_declined(res) == 1);
+  CHECK(st_turn_result_questions_answered(res) == 0);
+  /* The responder outlives its turn: using it now is refused, freeing it is fine. */
+  CHECK(st_responder_decline(q.responder) == ST_E_REJECTED);
+  CHECK(strstr(st_last_error(), "q-1") != NULL);
+  st_responder_free(q.responder);
+  st_turn_result_free(res);
+
+  /* No question callback: the policy declines at once. */
+  REQUIRE(st_driver_submit_turn(&res, fx.driver, "ask me again", NULL) == ST_OK);
+  CHECK(st_turn_result_questions_declined(res) == 1);
+  st_turn_result_free(res);
+  latch_destroy(&q.asked);
+  pthread_mutex_destroy(&q.mutex);
+  fixture_stop(&fx);
+}
+
+/* ---- main ------------------------------------------------------------------------------------------------ */
+
+typedef struct test_case {
+  const char *name;
+  void (*fn)(void);
+} test_case;
+
+static const test_case kCases[] = {
+    {"version", test_version},
+    {"null_handles", test_null_handles},
+    {"bad_paths", test_bad_paths},
+    {"echo_turn", test_echo_turn},
+    {"rejected", test_rejected},
+    {"async_turn", test_async_turn},
+    {"cancel", test_cancel},
+    {"interrupt", test_interrupt},
+    {"would_block", test_would_block},
+    {"watch", test_watch},
+    {"exec_driver", test_exec_driver},
+    {"question_answered_from_thread", test_question_answered_from_thread},
+    {"question_never_answered", test_question_never_answered},
+};
+
+int main(int argc, char **argv) {
+  size_t i;
+  int ran = 0;
+  for (i = 0; i < sizeof kCases / sizeof kCases[0]; i++) {
+    if (argc < 2 || strcmp(argv[1], kCases[i].name) == 0) {
+      fprintf(stderr, "== %s\n", kCases[i].name);
+      kCases[i].fn();
+      ran++;
+    }
+  }
+  if (ran == 0) {
+    fprintf(stderr, "unknown case %s\n", argv[1]);
+    return 2;
+  }
+  if (g_failures) fprintf(stderr, "%d check(s) failed\n", g_failures);
+  return g_failures ? 1 : 0;
+}
