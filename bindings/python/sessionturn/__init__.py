@@ -1,0 +1,96 @@
+"""Persistent conversations with coding-agent Sessions, from Python.
+
+A thin facade over the compiled ``_sessionturn`` module (the C++ driver and local runtime): blocking
+calls release the GIL, callbacks run on the driver's worker thread, and ``submit_turn_async`` is the
+asyncio form of ``submit_turn``. Errors are ``sessionturn.Error`` subclasses mapped from the C++ Errc.
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable, Optional
+
+from ._sessionturn import (  # noqa: F401  (re-exported)
+    CancelledError,
+    ConflictError,
+    ConnectionFailedError,
+    ConnectionLostError,
+    Driver,
+    Error,
+    Event,
+    EventStream,
+    FailedError,
+    ForbiddenError,
+    InternalError,
+    InvalidArgumentError,
+    IoError,
+    LocalRuntime,
+    NotFoundError,
+    ProtocolError,
+    Question,
+    QuestionRequest,
+    RejectedError,
+    Responder,
+    TimeoutError,
+    TooLargeError,
+    TurnHandle,
+    TurnResult,
+    UnauthorizedError,
+    UnavailableError,
+    WouldBlockError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CancelledError", "ConflictError", "ConnectionFailedError", "ConnectionLostError", "Driver", "Error", "Event",
+    "EventStream", "FailedError", "ForbiddenError", "InternalError", "InvalidArgumentError", "IoError",
+    "LocalRuntime", "NotFoundError", "ProtocolError", "Question", "QuestionRequest", "RejectedError", "Responder",
+    "TimeoutError", "TooLargeError", "TurnHandle", "TurnResult", "UnauthorizedError", "UnavailableError",
+    "WouldBlockError",
+]
+
+
+async def _submit_turn_async(
+    self: Driver,
+    prompt: str,
+    *,
+    timeout: float = 3600.0,
+    on_event: Optional[Callable[[Event], Any]] = None,
+    on_question: Optional[Callable[[QuestionRequest, Responder], Any]] = None,
+    reconnect: bool = True,
+    allow_commands: bool = False,
+    answer_timeout: float = 600.0,
+) -> TurnResult:
+    """The asyncio form of ``submit_turn``: awaits the turn without blocking the event loop.
+
+    Callbacks still run on the driver's worker thread (use ``loop.call_soon_threadsafe`` to reach the
+    loop from them). Cancelling the awaiting task abandons the turn.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[TurnResult] = loop.create_future()
+
+    def settle(result: Optional[TurnResult], error: Optional[BaseException]) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)  # type: ignore[arg-type]
+
+    def done(result: Optional[TurnResult], error: Optional[BaseException]) -> None:
+        # Runs on a driver worker: hand over to the loop's thread.
+        try:
+            loop.call_soon_threadsafe(settle, result, error)
+        except RuntimeError:
+            pass  # the loop is closed: nobody is waiting any more
+
+    handle = self._start_turn(prompt, timeout, on_event, on_question, reconnect, allow_commands, answer_timeout,
+                              done)
+    try:
+        return await future
+    except asyncio.CancelledError:
+        handle.cancel()
+        raise
+
+
+Driver.submit_turn_async = _submit_turn_async  # type: ignore[attr-defined]

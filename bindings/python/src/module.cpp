@@ -1,0 +1,759 @@
+// _sessionturn: the pybind11 extension behind the `sessionturn` package. It binds the C++ API (the
+// driver and the local runtime) directly; the package facade (sessionturn/__init__.py) adds the asyncio
+// variant. Rules kept here: the GIL is released during every blocking call, every callback into Python
+// re-acquires it, Python objects captured by C++ callbacks are released with the GIL held, and a
+// blocking submit_turn waits in slices so Ctrl-C (KeyboardInterrupt) can abandon the turn.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sessionturn/context.hpp"
+#include "sessionturn/driver.hpp"
+#include "sessionturn/error.hpp"
+#include "sessionturn/protocol.hpp"
+#include "sessionturn/testing/local_runtime.hpp"
+#include "sessionturn/turn.hpp"
+
+namespace py = pybind11;
+namespace st = sessionturn;
+
+namespace {
+
+// How often a blocking wait wakes up to look for Ctrl-C: short enough to feel immediate, long
+// enough to cost nothing.
+constexpr std::chrono::milliseconds kSignalPollInterval{50};
+// Events a Python `events()` iterator buffers before the watch is ended with TooLargeError: a
+// consumer that stopped reading must not grow memory without bound.
+constexpr std::size_t kMaxBufferedEvents = 100000;
+// After Ctrl-C or a callback error the turn is abandoned; its handler is then awaited this long at
+// most (the driver's abandon grace plus slack for a loaded machine).
+constexpr std::chrono::milliseconds kAbandonWait = st::kAbandonGrace + std::chrono::seconds(10);
+
+// ---- Exceptions ------------------------------------------------------------------------------------
+
+struct ErrorClasses {
+  py::object base;
+  std::map<st::Errc, py::object> by_code;
+};
+
+ErrorClasses& Errors() {
+  static ErrorClasses* classes = new ErrorClasses();  // leaked on purpose: lives as long as the module
+  return *classes;
+}
+
+py::object ErrorClassFor(st::Errc code) {
+  auto& errors = Errors();
+  auto it = errors.by_code.find(code);
+  return it == errors.by_code.end() ? errors.base : it->second;
+}
+
+// The exception object for `error` (not raised): its class follows the code; it carries `code`
+// ("timeout") and `http_status`.
+py::object MakeException(const st::Error& error) {
+  py::object cls = ErrorClassFor(error.code);
+  py::object exc = cls(error.message);
+  exc.attr("code") = py::str(std::string(st::ToString(error.code)));
+  exc.attr("http_status") = error.http_status;
+  return exc;
+}
+
+[[noreturn]] void Raise(const st::Error& error) {
+  py::object exc = MakeException(error);
+  PyErr_SetObject(exc.get_type().ptr(), exc.ptr());
+  throw py::error_already_set();
+}
+
+template <typename T>
+T Unwrap(st::Result<T> result) {
+  if (!result) Raise(result.error());
+  return std::move(*result);
+}
+
+void Check(const st::Status& status) {
+  if (!status) Raise(status.error());
+}
+
+std::chrono::milliseconds Seconds(double seconds) {
+  if (!(seconds > 0)) {
+    throw py::value_error("timeout must be a positive number of seconds");
+  }
+  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
+}
+
+// A Python object referenced from C++ callbacks that may be destroyed on a Context worker: it drops
+// its reference with the GIL held.
+class PyRef {
+ public:
+  explicit PyRef(py::object object) : object_(std::move(object)) {}
+  ~PyRef() {
+    if (!object_ || !Py_IsInitialized()) {
+      object_.release();  // interpreter gone: leaking beats crashing
+      return;
+    }
+    py::gil_scoped_acquire gil;
+    object_ = py::object();
+  }
+  PyRef(const PyRef&) = delete;
+  PyRef& operator=(const PyRef&) = delete;
+  const py::object& get() const { return object_; }
+
+ private:
+  py::object object_;
+};
+
+// ---- Value types exposed to Python -------------------------------------------------------------------
+
+struct PyEvent {
+  std::int64_t id = 0;
+  std::string type, turn_id, request_id, text, status, tool_id, tool_name, output, input_id, line;
+
+  static PyEvent From(const st::Event& e) {
+    PyEvent out;
+    out.id = e.id;
+    out.type = e.type;
+    out.turn_id = e.turn_id;
+    out.request_id = e.request_id;
+    out.text = e.text;
+    out.status = e.status;
+    out.tool_id = e.tool_id;
+    out.tool_name = e.tool_name;
+    out.output = e.output;
+    out.input_id = e.input_id;
+    out.line = e.line.empty() ? st::EncodeEvent(e) : e.line;
+    return out;
+  }
+  py::object Raw() const { return py::module_::import("json").attr("loads")(py::str(line)); }
+};
+
+struct PyQuestion {
+  std::string id, header, question;
+  std::vector<std::string> options;
+  std::vector<std::string> option_descriptions;
+  bool multi_select = false;
+  bool secret = false;
+};
+
+struct PyQuestionRequest {
+  std::string input_id, turn_id, line;
+  std::vector<PyQuestion> questions;
+
+  static PyQuestionRequest From(const st::Event& e) {
+    PyQuestionRequest out;
+    out.input_id = e.input_id;
+    out.turn_id = e.turn_id;
+    out.line = e.line.empty() ? st::EncodeEvent(e) : e.line;
+    for (const auto& q : e.questions) {
+      PyQuestion pq;
+      pq.id = q.id;
+      pq.header = q.header;
+      pq.question = q.question;
+      for (const auto& o : q.options) {
+        pq.options.push_back(o.label);
+        pq.option_descriptions.push_back(o.description);
+      }
+      pq.multi_select = q.multi_select;
+      pq.secret = q.secret;
+      out.questions.push_back(std::move(pq));
+    }
+    return out;
+  }
+};
+
+struct PyTurnResult {
+  std::string turn_id, status, text, message;
+  int declined_questions = 0, answered_questions = 0, reconnects = 0;
+  bool shared = false;
+
+  static PyTurnResult From(const st::TurnResult& r) {
+    PyTurnResult out;
+    out.turn_id = r.turn_id;
+    out.status = std::string(st::ToString(r.status));
+    out.text = r.text;
+    out.message = r.error_message;
+    out.declined_questions = r.questions_declined;
+    out.answered_questions = r.questions_answered;
+    out.reconnects = r.reconnects;
+    out.shared = r.shared;
+    return out;
+  }
+};
+
+// ---- A turn in flight --------------------------------------------------------------------------------
+
+// Shared by the Python call and the C++ callbacks of one turn. The first exception a Python callback
+// raises is kept here, the turn is cancelled, and the call re-raises it instead of CancelledError.
+struct TurnState {
+  st::CancellationSource cancel;
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::optional<st::Result<st::TurnResult>> outcome;
+  std::optional<py::error_already_set> callback_error;  // touched only with the GIL held
+
+  void Finish(st::Result<st::TurnResult> r) {
+    {
+      std::lock_guard lock(mutex);
+      outcome = std::move(r);
+    }
+    cv.notify_all();
+  }
+  // Waits up to `timeout` for the outcome; true when it is there. Called without the GIL.
+  bool WaitFor(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mutex);
+    return cv.wait_for(lock, timeout, [&] { return outcome.has_value(); });
+  }
+};
+
+// Runs a Python callback on a Context worker. An exception is recorded (first one wins) and the turn
+// is cancelled, so it is abandoned properly and the caller gets the exception back.
+template <typename Fn>
+void CallPython(const std::shared_ptr<TurnState>& state, Fn&& fn) {
+  py::gil_scoped_acquire gil;
+  try {
+    fn();
+  } catch (py::error_already_set& e) {
+    if (!state->callback_error) state->callback_error = std::move(e);
+    state->cancel.Cancel();
+  } catch (const std::exception& e) {
+    if (!state->callback_error) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+      state->callback_error = py::error_already_set();
+    }
+    state->cancel.Cancel();
+  }
+}
+
+class PyResponder {
+ public:
+  PyResponder(st::Responder responder, std::string input_id)
+      : responder_(std::move(responder)), input_id_(std::move(input_id)) {}
+  // Non-blocking (the request is written asynchronously); any thread. True when this call was the one.
+  bool Answer(std::map<std::string, std::vector<std::string>> answers) {
+    py::gil_scoped_release release;
+    return responder_.Answer(std::move(answers));
+  }
+  bool Decline() {
+    py::gil_scoped_release release;
+    return responder_.Decline();
+  }
+  const std::string& input_id() const { return input_id_; }
+
+ private:
+  st::Responder responder_;
+  std::string input_id_;
+};
+
+// A turn started asynchronously (for the asyncio facade): cancel() abandons it.
+class PyTurnHandle {
+ public:
+  explicit PyTurnHandle(std::shared_ptr<TurnState> state) : state_(std::move(state)) {}
+  void Cancel() { state_->cancel.Cancel(); }
+
+ private:
+  std::shared_ptr<TurnState> state_;
+};
+
+// ---- Events iterator (Watch) ---------------------------------------------------------------------------
+
+struct WatchState {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::deque<st::Event> events;
+  bool ended = false;
+  std::optional<st::Error> error;
+};
+
+class PyEventStream {
+ public:
+  PyEventStream(std::shared_ptr<WatchState> state, st::WatchHandle handle, std::optional<double> timeout)
+      : state_(std::move(state)), handle_(std::move(handle)), timeout_(timeout) {}
+  PyEventStream(const PyEventStream&) = delete;
+  PyEventStream& operator=(const PyEventStream&) = delete;
+  ~PyEventStream() {
+    py::gil_scoped_release release;
+    handle_.Stop();
+  }
+
+  PyEvent Next() {
+    const auto deadline =
+        timeout_ ? std::chrono::steady_clock::now() + Seconds(*timeout_) : std::chrono::steady_clock::time_point::max();
+    for (;;) {
+      {
+        py::gil_scoped_release release;
+        std::unique_lock lock(state_->mutex);
+        state_->cv.wait_for(lock, kSignalPollInterval,
+                            [&] { return !state_->events.empty() || state_->ended; });
+        if (!state_->events.empty()) {
+          st::Event e = std::move(state_->events.front());
+          state_->events.pop_front();
+          lock.unlock();
+          py::gil_scoped_acquire gil;
+          return PyEvent::From(e);
+        }
+        if (state_->ended) {
+          std::optional<st::Error> error = state_->error;
+          lock.unlock();
+          py::gil_scoped_acquire gil;
+          if (error) Raise(*error);
+          throw py::stop_iteration();
+        }
+      }
+      if (PyErr_CheckSignals() != 0) {
+        Close();
+        throw py::error_already_set();
+      }
+      if (std::chrono::steady_clock::now() >= deadline) {
+        Raise(st::Error(st::Errc::timeout, "no event within " + std::to_string(*timeout_) + " s"));
+      }
+    }
+  }
+
+  void Close() {
+    py::gil_scoped_release release;
+    handle_.Stop();
+  }
+  std::int64_t last_event_id() const { return handle_.last_event_id(); }
+  std::string journal_id() const { return handle_.journal_id(); }
+
+ private:
+  std::shared_ptr<WatchState> state_;
+  st::WatchHandle handle_;
+  std::optional<double> timeout_;
+};
+
+// ---- Driver --------------------------------------------------------------------------------------------
+
+class PyDriver {
+ public:
+  // Each Python driver has its own Context (one worker): Python has no natural owner for a shared
+  // one, and a worker per driver is cheap next to the interpreter.
+  static std::unique_ptr<PyDriver> Unix(const std::string& path) {
+    if (path.empty()) Raise(st::Error(st::Errc::invalid_argument, "socket path is empty"));
+    auto d = std::unique_ptr<PyDriver>(new PyDriver());
+    d->driver_ = std::make_unique<st::Driver>(*d->context_, st::MakeUnixConnector(*d->context_, path));
+    d->describe_ = "unix:" + path;
+    return d;
+  }
+  static std::unique_ptr<PyDriver> Exec(const std::vector<std::string>& argv) {
+    if (argv.empty() || argv[0].empty()) Raise(st::Error(st::Errc::invalid_argument, "argv is empty"));
+    auto d = std::unique_ptr<PyDriver>(new PyDriver());
+    d->driver_ = std::make_unique<st::Driver>(*d->context_, st::MakeProcessConnector(*d->context_, argv));
+    d->describe_ = "exec:" + argv[0];
+    return d;
+  }
+
+  ~PyDriver() {
+    // Abandoning turns waits for the workers, which may need the GIL for a callback.
+    py::gil_scoped_release release;
+    driver_.reset();
+    context_.reset();
+  }
+
+  PyTurnResult SubmitTurn(const std::string& prompt, double timeout, py::object on_event, py::object on_question,
+                          bool reconnect, bool allow_commands, double answer_timeout) {
+    auto state = std::make_shared<TurnState>();
+    st::TurnOptions options = MakeOptions(state, timeout, std::move(on_event), std::move(on_question), reconnect,
+                                          allow_commands, answer_timeout);
+    {
+      py::gil_scoped_release release;
+      driver_->AsyncSubmitTurn(prompt, std::move(options),
+                               [state](st::Result<st::TurnResult> r) { state->Finish(std::move(r)); });
+    }
+    // Wait in slices; between them look for Ctrl-C (only the main thread sees signals).
+    for (;;) {
+      bool done;
+      {
+        py::gil_scoped_release release;
+        done = state->WaitFor(kSignalPollInterval);
+      }
+      if (done) break;
+      if (PyErr_CheckSignals() != 0) {
+        py::error_already_set interrupt;  // KeyboardInterrupt (or what the handler raised)
+        state->cancel.Cancel();
+        {
+          py::gil_scoped_release release;
+          state->WaitFor(kAbandonWait);  // the turn is withdrawn before we return
+        }
+        throw interrupt;
+      }
+    }
+    if (state->callback_error) {
+      py::error_already_set e = std::move(*state->callback_error);
+      state->callback_error.reset();
+      throw e;
+    }
+    auto& outcome = *state->outcome;
+    if (!outcome) Raise(outcome.error());
+    return PyTurnResult::From(*outcome);
+  }
+
+  // The asyncio facade's primitive: starts the turn and calls done(result, exception) once, on a
+  // worker (with the GIL). Returns a handle whose cancel() abandons the turn.
+  PyTurnHandle StartTurn(const std::string& prompt, double timeout, py::object on_event, py::object on_question,
+                         bool reconnect, bool allow_commands, double answer_timeout, py::object done) {
+    auto state = std::make_shared<TurnState>();
+    st::TurnOptions options = MakeOptions(state, timeout, std::move(on_event), std::move(on_question), reconnect,
+                                          allow_commands, answer_timeout);
+    auto done_ref = std::make_shared<PyRef>(std::move(done));
+    {
+      py::gil_scoped_release release;
+      driver_->AsyncSubmitTurn(prompt, std::move(options), [state, done_ref](st::Result<st::TurnResult> r) {
+        py::gil_scoped_acquire gil;
+        try {
+          if (state->callback_error) {
+            py::object exc = state->callback_error->value();
+            state->callback_error.reset();
+            done_ref->get()(py::none(), exc);
+          } else if (r) {
+            done_ref->get()(PyTurnResult::From(*r), py::none());
+          } else {
+            done_ref->get()(py::none(), MakeException(r.error()));
+          }
+        } catch (py::error_already_set& e) {
+          e.discard_as_unraisable("sessionturn: the completion callback of submit_turn_async");
+        }
+      });
+    }
+    return PyTurnHandle(state);
+  }
+
+  std::unique_ptr<PyEventStream> Events(std::optional<std::int64_t> since, std::optional<std::string> journal_id,
+                       std::optional<double> timeout, bool reconnect) {
+    auto state = std::make_shared<WatchState>();
+    st::WatchOptions options;
+    if (since) {
+      if (*since < 0) Raise(st::Error(st::Errc::invalid_argument, "since must be >= 0"));
+      options.since = *since;
+    }
+    if (journal_id) options.journal_id = *journal_id;
+    options.reconnect.enabled = reconnect;
+    if (timeout) Seconds(*timeout);  // validates
+    st::WatchHandle handle;
+    {
+      py::gil_scoped_release release;
+      handle = driver_->Watch(
+          std::move(options),
+          [state](const st::Event& e) {
+            {
+              std::lock_guard lock(state->mutex);
+              if (state->ended) return;
+              if (state->events.size() >= kMaxBufferedEvents) {
+                state->ended = true;
+                state->error = st::Error(st::Errc::too_large,
+                                         "events() buffered " + std::to_string(kMaxBufferedEvents) +
+                                             " unread events; the watch was ended (read faster or filter)");
+              } else {
+                state->events.push_back(e);
+              }
+            }
+            state->cv.notify_all();
+          },
+          [state](st::Status status) {
+            {
+              std::lock_guard lock(state->mutex);
+              if (!state->ended) {
+                state->ended = true;
+                if (!status) state->error = status.error();
+              }
+            }
+            state->cv.notify_all();
+          });
+    }
+    return std::make_unique<PyEventStream>(state, std::move(handle), timeout);
+  }
+
+  void Interrupt(double timeout) {
+    auto t = Seconds(timeout);
+    st::Status status;
+    {
+      py::gil_scoped_release release;
+      status = driver_->Interrupt(t);
+    }
+    Check(status);
+  }
+
+  std::size_t TurnsInFlight() const { return driver_->TurnsInFlight(); }
+  const std::string& describe() const { return describe_; }
+
+ private:
+  PyDriver() : context_(std::make_unique<st::Context>()) {}
+
+  st::TurnOptions MakeOptions(const std::shared_ptr<TurnState>& state, double timeout, py::object on_event,
+                              py::object on_question, bool reconnect, bool allow_commands, double answer_timeout) {
+    st::TurnOptions options;
+    options.timeout = Seconds(timeout);
+    options.answer_timeout = Seconds(answer_timeout);
+    options.reconnect.enabled = reconnect;
+    options.allow_commands = allow_commands;
+    options.cancel = state->cancel.Token();
+    if (!on_event.is_none()) {
+      if (!PyCallable_Check(on_event.ptr())) throw py::type_error("on_event must be callable or None");
+      auto ref = std::make_shared<PyRef>(std::move(on_event));
+      options.on_event = [state, ref](const st::Event& e) {
+        CallPython(state, [&] { ref->get()(PyEvent::From(e)); });
+      };
+    }
+    if (!on_question.is_none()) {
+      if (!PyCallable_Check(on_question.ptr())) throw py::type_error("on_question must be callable or None");
+      auto ref = std::make_shared<PyRef>(std::move(on_question));
+      options.questions = st::QuestionPolicy::ask;
+      options.on_question = [state, ref](const st::Event& e, st::Responder responder) {
+        CallPython(state, [&] {
+          ref->get()(PyQuestionRequest::From(e), PyResponder(std::move(responder), e.input_id));
+        });
+      };
+    }
+    return options;
+  }
+
+  std::unique_ptr<st::Context> context_;
+  std::unique_ptr<st::Driver> driver_;
+  std::string describe_;
+};
+
+// ---- Local runtime ---------------------------------------------------------------------------------------
+
+class PyLocalRuntime {
+ public:
+  PyLocalRuntime(std::optional<std::string> socket_path, const std::string& provider,
+                 std::optional<std::string> state_dir, bool allow_shell, double echo_delay,
+                 const std::string& session_name) {
+    st::testing::LocalRuntimeOptions options;
+    if (socket_path) {
+      options.socket_path = *socket_path;
+    } else {
+      // A private directory of our own (0700 from mkdtemp), removed by stop().
+      std::string pattern = (std::filesystem::temp_directory_path() / "sessionturn-py-XXXXXX").string();
+      if (!mkdtemp(pattern.data())) {
+        Raise(st::Error(st::Errc::io_error, "cannot create a temporary directory for the runtime socket"));
+      }
+      temp_dir_ = pattern;
+      options.socket_path = temp_dir_ + "/runtime.sock";
+    }
+    options.provider = provider;
+    if (state_dir) options.state_dir = *state_dir;
+    options.allow_shell = allow_shell;
+    options.session_name = session_name;
+    if (echo_delay < 0) throw py::value_error("echo_delay must be >= 0");
+    options.echo_delay = std::chrono::milliseconds(static_cast<std::int64_t>(echo_delay * 1000.0));
+    st::Result<std::unique_ptr<st::testing::LocalRuntime>> runtime;
+    {
+      py::gil_scoped_release release;
+      runtime = st::testing::LocalRuntime::Start(std::move(options));
+    }
+    if (!runtime) {
+      RemoveTempDir();
+      Raise(runtime.error());
+    }
+    runtime_ = std::move(*runtime);
+    socket_path_ = runtime_->socket_path();
+  }
+  ~PyLocalRuntime() {
+    py::gil_scoped_release release;
+    StopNoGil();
+  }
+
+  void Stop() {
+    py::gil_scoped_release release;
+    StopNoGil();
+  }
+  const std::string& socket_path() const { return socket_path_; }
+  std::string journal_id() const { return runtime_ ? runtime_->journal_id() : std::string(); }
+  std::int64_t last_event_id() const { return runtime_ ? runtime_->last_event_id() : 0; }
+  std::size_t connection_count() const { return runtime_ ? runtime_->ConnectionCount() : 0; }
+  bool running() const { return runtime_ != nullptr; }
+
+ private:
+  void StopNoGil() {
+    if (runtime_) {
+      runtime_->Stop();
+      runtime_.reset();
+    }
+    RemoveTempDir();
+  }
+  void RemoveTempDir() {
+    if (temp_dir_.empty()) return;
+    std::error_code ec;
+    std::filesystem::remove_all(temp_dir_, ec);
+    temp_dir_.clear();
+  }
+
+  std::unique_ptr<st::testing::LocalRuntime> runtime_;
+  std::string socket_path_;
+  std::string temp_dir_;
+};
+
+// ---- Registration ------------------------------------------------------------------------------------
+
+void RegisterErrors(py::module_& m) {
+  auto& errors = Errors();
+  auto make = [&](const char* name, py::tuple bases, const char* doc) {
+    py::dict ns;
+    ns["__doc__"] = doc;
+    ns["__module__"] = "sessionturn";
+    ns["code"] = py::str("");
+    ns["http_status"] = 0;
+    py::object cls = py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(&PyType_Type))(name, bases, ns);
+    m.attr(name) = cls;
+    return cls;
+  };
+  py::object builtins = py::module_::import("builtins");
+  errors.base = make("Error", py::make_tuple(builtins.attr("Exception")),
+                     "Base of every sessionturn error. Attributes: code (str, e.g. 'timeout'), http_status (int, 0 "
+                     "when no HTTP was involved).");
+  struct Spec {
+    st::Errc code;
+    const char* name;
+    const char* builtin;  // an extra standard base, or nullptr
+    const char* doc;
+  };
+  const Spec specs[] = {
+      {st::Errc::invalid_argument, "InvalidArgumentError", "ValueError", "The caller passed something unusable."},
+      {st::Errc::protocol_error, "ProtocolError", nullptr, "The runtime broke the wire contract."},
+      {st::Errc::connection_failed, "ConnectionFailedError", "ConnectionError", "Could not reach the runtime."},
+      {st::Errc::connection_lost, "ConnectionLostError", "ConnectionError",
+       "The stream dropped and could not be re-established."},
+      {st::Errc::timeout, "TimeoutError", "TimeoutError", "A deadline passed."},
+      {st::Errc::cancelled, "CancelledError", nullptr, "The caller cancelled."},
+      {st::Errc::rejected, "RejectedError", nullptr, "The runtime refused the request (its reason is the message)."},
+      {st::Errc::not_found, "NotFoundError", nullptr, "HTTP 404 or a missing named thing."},
+      {st::Errc::unauthorized, "UnauthorizedError", nullptr, "HTTP 401."},
+      {st::Errc::forbidden, "ForbiddenError", nullptr, "HTTP 403."},
+      {st::Errc::conflict, "ConflictError", nullptr, "HTTP 409."},
+      {st::Errc::too_large, "TooLargeError", nullptr, "A bound was exceeded (line, queue, reply)."},
+      {st::Errc::unavailable, "UnavailableError", nullptr, "Temporarily unavailable."},
+      {st::Errc::io_error, "IoError", "OSError", "Local I/O failed (files, sockets, processes)."},
+      {st::Errc::would_block, "WouldBlockError", nullptr, "A blocking call was made from a callback."},
+      {st::Errc::failed, "FailedError", nullptr, "The remote operation ran and failed."},
+      {st::Errc::internal, "InternalError", nullptr, "A bug in sessionturn; please report it."},
+  };
+  for (const auto& s : specs) {
+    py::tuple bases = s.builtin ? py::make_tuple(errors.base, builtins.attr(s.builtin)) : py::make_tuple(errors.base);
+    errors.by_code[s.code] = make(s.name, bases, s.doc);
+  }
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_sessionturn, m) {
+  m.doc() = "sessionturn C++ bindings (use the `sessionturn` package)";
+  RegisterErrors(m);
+
+  py::class_<PyEvent>(m, "Event", "One event of a turn or a watch.")
+      .def_readonly("id", &PyEvent::id)
+      .def_readonly("type", &PyEvent::type)
+      .def_readonly("turn_id", &PyEvent::turn_id)
+      .def_readonly("request_id", &PyEvent::request_id)
+      .def_readonly("text", &PyEvent::text)
+      .def_readonly("status", &PyEvent::status)
+      .def_readonly("tool_id", &PyEvent::tool_id)
+      .def_readonly("tool_name", &PyEvent::tool_name)
+      .def_readonly("output", &PyEvent::output)
+      .def_readonly("input_id", &PyEvent::input_id)
+      .def_readonly("raw_json", &PyEvent::line)
+      .def_property_readonly("raw", &PyEvent::Raw, "The whole event as a dict.")
+      .def("__repr__", [](const PyEvent& e) {
+        return "<sessionturn.Event " + std::to_string(e.id) + " " + e.type + " turn=" + e.turn_id + ">";
+      });
+
+  py::class_<PyQuestion>(m, "Question", "One question of an input request.")
+      .def_readonly("id", &PyQuestion::id)
+      .def_readonly("header", &PyQuestion::header)
+      .def_readonly("question", &PyQuestion::question)
+      .def_readonly("options", &PyQuestion::options, "The option labels.")
+      .def_readonly("option_descriptions", &PyQuestion::option_descriptions)
+      .def_readonly("multi_select", &PyQuestion::multi_select)
+      .def_readonly("secret", &PyQuestion::secret)
+      .def("__repr__", [](const PyQuestion& q) { return "<sessionturn.Question " + q.id + ": " + q.question + ">"; });
+
+  py::class_<PyQuestionRequest>(m, "QuestionRequest", "An input request of the agent (input.requested).")
+      .def_readonly("input_id", &PyQuestionRequest::input_id)
+      .def_readonly("turn_id", &PyQuestionRequest::turn_id)
+      .def_readonly("questions", &PyQuestionRequest::questions)
+      .def_property_readonly("raw", [](const PyQuestionRequest& r) {
+        return py::module_::import("json").attr("loads")(py::str(r.line));
+      });
+
+  py::class_<PyResponder>(m, "Responder",
+                          "Answers or declines one question, exactly once, now or later, from any thread.")
+      .def("answer", &PyResponder::Answer, py::arg("answers"),
+           "Answer with {question_id: [values]}. True when this call answered; False when the question was "
+           "already answered or declined (also at its deadline) or the turn ended.")
+      .def("decline", &PyResponder::Decline, "Decline. True when this call declined.")
+      .def_property_readonly("input_id", &PyResponder::input_id);
+
+  py::class_<PyTurnResult>(m, "TurnResult", "A finished turn (also a failed or interrupted one: see status).")
+      .def_readonly("turn_id", &PyTurnResult::turn_id)
+      .def_readonly("status", &PyTurnResult::status)
+      .def_readonly("text", &PyTurnResult::text)
+      .def_readonly("message", &PyTurnResult::message)
+      .def_readonly("declined_questions", &PyTurnResult::declined_questions)
+      .def_readonly("answered_questions", &PyTurnResult::answered_questions)
+      .def_readonly("shared", &PyTurnResult::shared)
+      .def_readonly("reconnects", &PyTurnResult::reconnects)
+      .def("__repr__", [](const PyTurnResult& r) {
+        return "<sessionturn.TurnResult " + r.turn_id + " " + r.status + " text=" + std::to_string(r.text.size()) +
+               " bytes>";
+      });
+
+  py::class_<PyTurnHandle>(m, "TurnHandle", "A turn started by the asyncio variant.")
+      .def("cancel", &PyTurnHandle::Cancel, "Abandon the turn; its completion gets CancelledError.");
+
+  py::class_<PyEventStream>(m, "EventStream", "An iterator over a Session's events (a watch).")
+      .def("__iter__", [](PyEventStream& s) -> PyEventStream& { return s; })
+      .def("__next__", &PyEventStream::Next)
+      .def("close", &PyEventStream::Close, "Stop the watch; the iteration ends.")
+      .def("__enter__", [](PyEventStream& s) -> PyEventStream& { return s; })
+      .def("__exit__", [](PyEventStream& s, py::object, py::object, py::object) { s.Close(); })
+      .def_property_readonly("last_event_id", &PyEventStream::last_event_id)
+      .def_property_readonly("journal_id", &PyEventStream::journal_id);
+
+  py::class_<PyDriver>(m, "Driver", "Talks to one Session runtime. Thread-safe.")
+      .def_static("unix", &PyDriver::Unix, py::arg("path"), "A driver for the runtime at a unix socket path.")
+      .def_static("exec", &PyDriver::Exec, py::arg("argv"),
+                  "A driver that runs argv (no shell) and speaks over its stdin/stdout.")
+      .def("submit_turn", &PyDriver::SubmitTurn, py::arg("prompt"), py::kw_only(), py::arg("timeout") = 3600.0,
+           py::arg("on_event") = py::none(), py::arg("on_question") = py::none(), py::arg("reconnect") = true,
+           py::arg("allow_commands") = false, py::arg("answer_timeout") = 600.0,
+           "Submit a prompt and block until the turn ends (the GIL is released; Ctrl-C abandons the turn).")
+      .def("_start_turn", &PyDriver::StartTurn, py::arg("prompt"), py::arg("timeout"), py::arg("on_event"),
+           py::arg("on_question"), py::arg("reconnect"), py::arg("allow_commands"), py::arg("answer_timeout"),
+           py::arg("done"))
+      .def("events", &PyDriver::Events, py::arg("since") = py::none(), py::kw_only(),
+           py::arg("journal_id") = py::none(), py::arg("timeout") = py::none(), py::arg("reconnect") = true,
+           "Iterate over the Session's events from `since` (None: the retained journal). `timeout` bounds the "
+           "wait for each event (TimeoutError).")
+      .def("interrupt", &PyDriver::Interrupt, py::arg("timeout") = 30.0,
+           "Stop whichever turn runs now (RejectedError when none does).")
+      .def_property_readonly("turns_in_flight", &PyDriver::TurnsInFlight)
+      .def("__repr__", [](const PyDriver& d) { return "<sessionturn.Driver " + d.describe() + ">"; });
+
+  py::class_<PyLocalRuntime>(m, "LocalRuntime",
+                             "An in-process Session runtime for tests and demos (a context manager).")
+      .def(py::init<std::optional<std::string>, const std::string&, std::optional<std::string>, bool, double,
+                    const std::string&>(),
+           py::arg("socket_path") = py::none(), py::kw_only(), py::arg("provider") = "echo",
+           py::arg("state_dir") = py::none(), py::arg("allow_shell") = false, py::arg("echo_delay") = 0.02,
+           py::arg("session_name") = "local")
+      .def("stop", &PyLocalRuntime::Stop)
+      .def("__enter__", [](PyLocalRuntime& r) -> PyLocalRuntime& { return r; })
+      .def("__exit__", [](PyLocalRuntime& r, py::object, py::object, py::object) { r.Stop(); })
+      .def_property_readonly("socket_path", &PyLocalRuntime::socket_path)
+      .def_property_readonly("journal_id", &PyLocalRuntime::journal_id)
+      .def_property_readonly("last_event_id", &PyLocalRuntime::last_event_id)
+      .def_property_readonly("connection_count", &PyLocalRuntime::connection_count)
+      .def_property_readonly("running", &PyLocalRuntime::running)
+      .def("driver", [](const PyLocalRuntime& r) { return PyDriver::Unix(r.socket_path()); },
+           "A driver connected to this runtime's socket.");
+}
