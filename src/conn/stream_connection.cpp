@@ -1,0 +1,132 @@
+#include "conn/stream_connection.hpp"
+
+#include <utility>
+
+namespace sessionturn::conn {
+
+std::string ErrorText(const std::error_code& ec) {
+  if (ec == asio::error::eof) return "end of stream";
+  return ec.message();
+}
+
+StreamConnection::StreamConnection(Context& context, std::string describe, ConnectionLimits limits)
+    : context_(context),
+      strand_(asio::make_strand(context.io())),
+      describe_(std::move(describe)),
+      in_(limits, describe_, &context) {}
+
+void StreamConnection::PostOnStrand(std::function<void()> fn) {
+  asio::post(strand_, [self = shared_from_this(), fn = std::move(fn)] { fn(); });
+}
+
+StreamConnection::IoHandler StreamConnection::OnStrand(IoHandler fn) {
+  // The completion may arrive on any worker; bouncing it through the strand keeps every handler of
+  // this connection serial even when the Context has several threads.
+  return [self = shared_from_this(), fn = std::move(fn)](const std::error_code& ec, std::size_t bytes) {
+    asio::dispatch(self->strand_, [self, fn, ec, bytes] { fn(ec, bytes); });
+  };
+}
+
+void StreamConnection::Start() {
+  PostOnStrand([this] {
+    if (started_ || down_) return;
+    started_ = true;
+    read_buffer_.resize(kReadChunkBytes);
+    ReadLoop();
+  });
+}
+
+void StreamConnection::AsyncReadLine(Connection::LineHandler handler) {
+  // Always posted: the handler then never runs nested inside the caller's own frame.
+  PostOnStrand([this, handler = std::move(handler)]() mutable { in_.Read(std::move(handler)); });
+}
+
+void StreamConnection::AsyncWrite(std::string line, Connection::WriteHandler done) {
+  PostOnStrand([this, line = std::move(line), done = std::move(done)]() mutable {
+    if (write_error_) {
+      if (done) done(tl::unexpected<Error>(*write_error_));
+      return;
+    }
+    out_.Push(std::move(line), std::move(done));
+    WriteLoop();
+  });
+}
+
+void StreamConnection::Close() {
+  PostOnStrand([this] {
+    Error cancelled(Errc::cancelled, describe_ + ": connection closed");
+    in_.Fail(cancelled);
+    TearDown(cancelled);
+    // Later writes after an explicit Close are cancelled, whatever ended the stream before.
+    write_error_ = cancelled;
+  });
+}
+
+void StreamConnection::EndStream(Error error) {
+  TearDown(error);
+  in_.Finish(std::move(error));
+}
+
+void StreamConnection::TearDown(const Error& write_error) {
+  if (!write_error_) write_error_ = write_error;
+  if (!down_) {
+    down_ = true;
+    ShutDown();
+  }
+  out_.FailAll(*write_error_);
+}
+
+void StreamConnection::ReadLoop() {
+  if (down_ || reading_) return;
+  reading_ = true;
+  ReadSome(asio::buffer(read_buffer_),
+           OnStrand([this](const std::error_code& ec, std::size_t bytes) { OnRead(ec, bytes); }));
+}
+
+void StreamConnection::OnRead(const std::error_code& ec, std::size_t bytes) {
+  reading_ = false;
+  if (down_) return;
+  if (bytes > 0 && !in_.Feed(std::string_view(read_buffer_.data(), bytes))) {
+    // The queue bound was exceeded: the queue holds the too_large error for the reader.
+    TearDown(Error(Errc::too_large, describe_ + ": connection failed: too many unread lines queued"));
+    return;
+  }
+  if (ec) {
+    OnReadEnded(ec);
+    return;
+  }
+  ReadLoop();
+}
+
+void StreamConnection::OnReadEnded(const std::error_code& ec) {
+  if (ec == asio::error::eof) {
+    EndStream(Error(Errc::connection_lost, describe_ + ": the peer closed the connection"));
+  } else {
+    EndStream(Error(Errc::connection_lost, describe_ + ": read failed: " + ErrorText(ec)));
+  }
+}
+
+void StreamConnection::WriteLoop() {
+  if (down_ || write_error_ || writing_ || out_.Empty()) return;
+  writing_ = true;
+  const std::string_view rest = out_.Front();
+  WriteSome(asio::buffer(rest.data(), rest.size()),
+            OnStrand([this](const std::error_code& ec, std::size_t bytes) { OnWritten(ec, bytes); }));
+}
+
+void StreamConnection::OnWritten(const std::error_code& ec, std::size_t bytes) {
+  writing_ = false;
+  if (down_) return;  // TearDown already failed the queued writes
+  if (ec) {
+    // Only the writers learn it here. The transport stays up: the read side sees the same failure
+    // (EOF, reset, the child's exit) and ends the stream with its cause, after the lines the peer
+    // sent before it went.
+    write_error_ = Error(Errc::connection_lost, describe_ + ": write failed: " + ErrorText(ec));
+    out_.FailAll(*write_error_);
+    return;
+  }
+  if (out_.Advance(bytes)) out_.Complete({});
+  WriteLoop();
+}
+
+}  // namespace sessionturn::conn

@@ -1,0 +1,104 @@
+// The engine shared by the unix-socket and child-process connections: a continuous reader feeding
+// a LineQueue, a WriteQueue with one write in flight, all on one strand, over any Asio byte stream
+// the subclass provides. Internal; the public surface is connection.hpp.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include <asio.hpp>
+
+#include "conn/line_queue.hpp"
+#include "sessionturn/connection.hpp"
+
+namespace sessionturn::conn {
+
+// Bytes asked for per read. Small enough that ten thousand idle connections stay cheap (the buffer
+// lives as long as the connection), large enough that a burst of events costs few syscalls.
+inline constexpr std::size_t kReadChunkBytes = 16u << 10;
+
+// Lifetime: always owned by a shared_ptr; every pending handler holds one, so the object outlives
+// its operations. Users see it through ConnectionHandle, whose destructor closes it: dropping the
+// last user reference stops the continuous reader instead of leaking it.
+class StreamConnection : public std::enable_shared_from_this<StreamConnection> {
+ public:
+  using Strand = asio::strand<asio::io_context::executor_type>;
+  using IoHandler = std::function<void(const std::error_code& ec, std::size_t bytes)>;
+
+  StreamConnection(Context& context, std::string describe, ConnectionLimits limits);
+  virtual ~StreamConnection() = default;
+  StreamConnection(const StreamConnection&) = delete;
+  StreamConnection& operator=(const StreamConnection&) = delete;
+
+  // Starts the continuous reader. Call once, after construction, from any thread.
+  void Start();
+
+  void AsyncReadLine(Connection::LineHandler handler);
+  void AsyncWrite(std::string line, Connection::WriteHandler done);
+  void Close();
+  virtual std::string Diagnostics() const { return {}; }
+  const std::string& Describe() const noexcept { return describe_; }
+
+ protected:
+  // Transport hooks, called on the strand. Completion handlers may be called on any thread; the
+  // base binds them to the strand.
+  virtual void ReadSome(asio::mutable_buffer buffer, IoHandler handler) = 0;
+  virtual void WriteSome(asio::const_buffer buffer, IoHandler handler) = 0;
+  // Closes the descriptors (and, for a child, starts stopping it). Called once, on the strand.
+  virtual void ShutDown() = 0;
+  // The read side ended with `ec` (EOF or an error). The default ends the stream with
+  // Errc::connection_lost naming the cause; a child process first waits for its exit status.
+  virtual void OnReadEnded(const std::error_code& ec);
+
+  // Ends the stream: `error` goes to the reader after the queued lines, and to the writers now.
+  // Shuts the transport down. On the strand.
+  void EndStream(Error error);
+  // Posts `fn` to run on the strand, keeping this object alive.
+  void PostOnStrand(std::function<void()> fn);
+  // Wraps `fn` so it runs on the strand and keeps this object alive until it ran.
+  IoHandler OnStrand(IoHandler fn);
+
+  Context& context_;
+  Strand strand_;
+  const std::string describe_;
+
+ private:
+  void ReadLoop();
+  void OnRead(const std::error_code& ec, std::size_t bytes);
+  void WriteLoop();
+  void OnWritten(const std::error_code& ec, std::size_t bytes);
+  void TearDown(const Error& write_error);
+
+  LineQueue in_;
+  WriteQueue out_;
+  std::vector<char> read_buffer_;
+  bool started_ = false;
+  bool reading_ = false;
+  bool writing_ = false;
+  bool down_ = false;              // the transport is shut down; nothing more is read or written
+  std::optional<Error> write_error_;  // once set (write failed, closed, ended): what writes complete with
+};
+
+// The object users hold. Forwards to the engine; closes it when the last user reference goes.
+class ConnectionHandle final : public Connection {
+ public:
+  explicit ConnectionHandle(std::shared_ptr<StreamConnection> impl) : impl_(std::move(impl)) {}
+  ~ConnectionHandle() override { impl_->Close(); }
+
+  void AsyncReadLine(LineHandler handler) override { impl_->AsyncReadLine(std::move(handler)); }
+  void AsyncWrite(std::string line, WriteHandler done) override { impl_->AsyncWrite(std::move(line), std::move(done)); }
+  void Close() override { impl_->Close(); }
+  std::string Diagnostics() const override { return impl_->Diagnostics(); }
+  std::string Describe() const override { return impl_->Describe(); }
+
+ private:
+  std::shared_ptr<StreamConnection> impl_;
+};
+
+// "No such file or directory": the text of an Asio/system error, for messages.
+std::string ErrorText(const std::error_code& ec);
+
+}  // namespace sessionturn::conn
