@@ -236,9 +236,12 @@ class TurnOp : public std::enable_shared_from_this<TurnOp> {
       Read();
       return;
     }
-    // A decoded event proves the new stream works: the reconnect budget is for consecutive failures.
-    reconnect_attempts_ = 0;
+    // Progress (a new journaled event, or a complete replay) proves the new stream works: the
+    // reconnect budget is for consecutive failures, and a stream that drops before any progress
+    // must not reconnect forever.
+    const std::int64_t cursor = tracker_.last_event_id();
     HandleEvent(*event);
+    if (tracker_.last_event_id() > cursor || event->Is(event_type::kHistoryEnd)) reconnect_attempts_ = 0;
     if (!done_) Read();
   }
 
@@ -598,7 +601,6 @@ class WatchOp : public std::enable_shared_from_this<WatchOp> {
       since = last_event_id_;
       journal = journal_id_;
     }
-    resuming_ = !journal.empty();
     // Always ask for history.start: it names the journal (our resume key) and reports resets. The
     // condensed page only when the caller asked for bounded history; else the raw replay.
     ClientRequest sub = ClientRequest::Subscribe(since, journal, true,
@@ -641,7 +643,7 @@ class WatchOp : public std::enable_shared_from_this<WatchOp> {
       Read();
       return;
     }
-    attempts_ = 0;
+    if (event->Is(event_type::kHistoryEnd) || event->id > 0) attempts_ = 0;
     {
       std::lock_guard lock(cursor_mu_);
       if (event->Is(event_type::kHistoryStart)) {
@@ -713,7 +715,6 @@ class WatchOp : public std::enable_shared_from_this<WatchOp> {
   std::shared_ptr<Connection> conn_;
   std::uint64_t generation_ = 0;
   bool ever_connected_ = false;
-  bool resuming_ = false;
   bool done_ = false;
   int attempts_ = 0;
   std::string last_drop_;

@@ -39,7 +39,9 @@ ClientRequest TurnTracker::OnConnected() {
   // resumes, so the replay holds exactly what we missed (and a reset tells us when it cannot).
   resuming_ = !journal_id_.empty();
   if (resuming_) {
-    return ClientRequest::Subscribe(last_event_id_, journal_id_, true, kTurnHistoryItems, kTurnHistoryBytes);
+    // Bounds on (history.start reports resets) but no page size: a condensed page would strip the
+    // requestIds and turnIds we follow, so a resume asks for the raw replay of what we missed.
+    return ClientRequest::Subscribe(last_event_id_, journal_id_, true, 0, 0);
   }
   return ClientRequest::Subscribe(0, "", true, kTurnHistoryItems, kTurnHistoryBytes);
 }
@@ -71,9 +73,12 @@ TurnStep TurnTracker::OnEvent(const Event& event) {
                                 " fell outside the runtime's retained events, so the turn's events were lost";
     }
     if (!event.journal_id.empty()) journal_id_ = event.journal_id;
-    // The first subscribe (and a reset) gets a condensed page, not raw events: skip to the end of the
-    // journal. A normal resume must not move the cursor, or the replay would be dropped as seen.
-    if (!resuming_ || reset_pending_) last_event_id_ = std::max<std::int64_t>(event.last_event_id, 0);
+    // The first subscribe gets a condensed page (noise to a turn): skip to the end of the journal.
+    // A new journal numbers its events afresh: skip its replay too (turn ids do not carry over).
+    // A resume of the same journal keeps the cursor: the replay is what we missed, and after a
+    // same-journal reset (cursor outside the window) our turn may still show up in it.
+    if (!resuming_ || journal_changed) last_event_id_ = std::max<std::int64_t>(event.last_event_id, 0);
+    turn_seen_in_replay_ = false;
     return step;
   }
   if (event.Is(event_type::kHistoryEnd)) {
@@ -105,7 +110,10 @@ TurnStep TurnTracker::OnEvent(const Event& event) {
     }
     case TurnPhase::queued:
     case TurnPhase::running:
-      if (event.turn_id == turn_id_ && !turn_id_.empty()) HandleOurEvent(event, step);
+      if (event.turn_id == turn_id_ && !turn_id_.empty()) {
+        turn_seen_in_replay_ = true;
+        HandleOurEvent(event, step);
+      }
       return step;
     case TurnPhase::done: return step;
   }
@@ -118,7 +126,7 @@ void TurnTracker::HandleHistoryEnd(const Event& event, TurnStep& step) {
     // Turn ids are per journal: in a new journal "turn-3" is somebody else's turn. With the same
     // journal the condensed state tells whether our turn is still active or queued.
     const bool same_journal = reset_reason_.rfind("the runtime's journal changed", 0) != 0;
-    bool found = false;
+    bool found = same_journal && turn_seen_in_replay_;
     if (same_journal && event.history_state) {
       const HistoryState& hs = *event.history_state;
       if (hs.active_turn_id == turn_id_) {

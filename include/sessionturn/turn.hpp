@@ -77,8 +77,9 @@ class TurnTracker {
   explicit TurnTracker(std::string prompt, TurnTrackerOptions options = {});
 
   // A (re)connected stream: returns the subscribe to send first. The first time it asks for the
-  // bounded history only; after a drop it resumes with {since, journalId} so the replay contains
-  // exactly what we missed. Call it once per connection.
+  // bounded history only (1 item / 1 KiB); after a drop it resumes with {since, journalId,
+  // historyBounds} and no page size, so the raw replay contains exactly what we missed (a condensed
+  // page would drop the ids we follow). Call it once per connection.
   ClientRequest OnConnected();
 
   // The stream dropped. Events not yet seen will come from the replay after the next OnConnected().
@@ -139,6 +140,7 @@ class TurnTracker {
   std::string reset_reason_;
   bool message_sent_ = false;
   bool saw_recovered_ = false;  // runtime.recovered seen since acceptance
+  bool turn_seen_in_replay_ = false;  // an event of our turn arrived since the last history.start
 
   // The turn.
   std::string turn_id_;

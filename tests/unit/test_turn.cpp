@@ -323,6 +323,8 @@ TEST_CASE("turn: keeps the cursor and journal id and resumes with them", "[turn]
   CHECK(sub.since == 12);
   CHECK(sub.journal_id == "j1");
   CHECK(sub.history_bounds);
+  CHECK(sub.history_items == 0);  // the raw replay: a condensed page has no turn ids
+  CHECK(sub.history_bytes == 0);
 }
 
 TEST_CASE("turn: a replay after reconnect never delivers an event twice and loses no text", "[turn]") {
@@ -391,6 +393,18 @@ TEST_CASE("turn: a reset of the same journal keeps following a turn that shows u
   CHECK(t.OnEvent(Text("assistant.message", 9001, "still here")).deliver);
   t.OnEvent(Completed(9002, "completed"));
   CHECK(OutcomeOf(t).text == "still here");
+}
+
+TEST_CASE("turn: a reset of the same journal follows our turn when the replay shows it", "[turn]") {
+  auto t = Submitted(2);
+  t.OnEvent(Echo(3));
+  t.OnDisconnected();
+  t.OnConnected();
+  t.OnEvent(HistoryStart(9000, "j1", true));
+  CHECK(t.OnEvent(TurnEv("turn.started", 4000)).started);
+  CHECK_FALSE(t.OnEvent(Ev("history.end")).finished);
+  CHECK(t.OnEvent(Completed(9001, "completed")).finished);
+  CHECK(OutcomeOf(t).status == TurnStatus::completed);
 }
 
 TEST_CASE("turn: a reset of the same journal without our turn ends interrupted", "[turn]") {

@@ -1,0 +1,603 @@
+// The driver against the local runtime over real unix sockets (issue 4's list): echo, queueing,
+// merging, rejection, junk lines, failures, abandon on timeout (started, queued, shared), questions,
+// removal by another client, a drop at every event position, a runtime restart, commands, Watch.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sessionturn/connection.hpp"
+#include "sessionturn/driver.hpp"
+#include "sessionturn/testing/local_runtime.hpp"
+
+using namespace sessionturn;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Generous: the machine is shared and slow under sanitizers; waits end as soon as their condition holds.
+constexpr auto kWait = 20s;
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    std::string templ = (std::filesystem::temp_directory_path() / "st-driver-XXXXXX").string();
+    REQUIRE(::mkdtemp(templ.data()) != nullptr);
+    path = templ;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+// Records what a turn delivered to its on_event callback.
+struct Recorder {
+  std::mutex mu;
+  std::vector<Event> events;
+  std::function<void(const Event&)> Callback() {
+    return [this](const Event& e) {
+      std::lock_guard lock(mu);
+      events.push_back(e);
+    };
+  }
+  std::vector<std::string> Signature() {
+    std::lock_guard lock(mu);
+    std::vector<std::string> out;
+    for (const auto& e : events) out.push_back(std::to_string(e.id) + " " + e.type + " " + e.text + e.status);
+    return out;
+  }
+};
+
+// A connection that, for testing, drops after `drop_after` lines and/or interleaves junk lines.
+class WrapConnection : public Connection, public std::enable_shared_from_this<WrapConnection> {
+ public:
+  WrapConnection(std::shared_ptr<Connection> inner, int drop_after, bool junk)
+      : inner_(std::move(inner)), drop_after_(drop_after), junk_(junk) {}
+  void AsyncReadLine(LineHandler handler) override {
+    if (drop_after_ >= 0 && delivered_ >= drop_after_) {
+      inner_->Close();
+      handler(Fail(Errc::connection_lost, "test: dropped after " + std::to_string(drop_after_) + " lines"));
+      return;
+    }
+    if (junk_ && (calls_++ % 2 == 0)) {
+      static const char* kJunk[] = {"this is not JSON", "   ", "[1,2,3]", "{broken", "Defaulted container \"x\""};
+      handler(std::string(kJunk[(calls_ / 2) % 5]));
+      return;
+    }
+    inner_->AsyncReadLine([self = shared_from_this(), handler = std::move(handler)](Result<std::string> line) {
+      if (line) ++self->delivered_;
+      handler(std::move(line));
+    });
+  }
+  void AsyncWrite(std::string line, WriteHandler done) override { inner_->AsyncWrite(std::move(line), std::move(done)); }
+  void Close() override { inner_->Close(); }
+  std::string Diagnostics() const override { return inner_->Diagnostics(); }
+  std::string Describe() const override { return "wrap:" + inner_->Describe(); }
+
+ private:
+  std::shared_ptr<Connection> inner_;
+  int drop_after_;
+  bool junk_;
+  std::atomic<int> delivered_{0};
+  int calls_ = 0;
+};
+
+class WrapConnector : public Connector {
+ public:
+  WrapConnector(std::shared_ptr<Connector> inner, int drop_first_after, bool junk)
+      : inner_(std::move(inner)), drop_first_after_(drop_first_after), junk_(junk) {}
+  void AsyncConnect(ConnectHandler handler) override {
+    inner_->AsyncConnect([this, handler = std::move(handler)](Result<std::shared_ptr<Connection>> c) {
+      if (!c) {
+        handler(std::move(c));
+        return;
+      }
+      const int n = connections_++;
+      handler(std::shared_ptr<Connection>(
+          std::make_shared<WrapConnection>(std::move(*c), n == 0 ? drop_first_after_ : -1, junk_)));
+    });
+  }
+  std::string Describe() const override { return "wrap:" + inner_->Describe(); }
+  int connections() const { return connections_.load(); }
+
+ private:
+  std::shared_ptr<Connector> inner_;
+  int drop_first_after_;
+  bool junk_;
+  std::atomic<int> connections_{0};
+};
+
+struct Fixture {
+  TempDir dir;
+  std::unique_ptr<sessionturn::testing::LocalRuntime> runtime;
+  Context ctx;
+  std::shared_ptr<Connector> connector;
+  std::unique_ptr<Driver> driver;
+
+  explicit Fixture(std::string provider = "echo", std::string script = {},
+                   std::function<void(sessionturn::testing::LocalRuntimeOptions&)> tweak = {}) {
+    sessionturn::testing::LocalRuntimeOptions o;
+    o.socket_path = dir.path + "/rt.sock";
+    o.state_dir = dir.path + "/state";
+    if (!script.empty()) {
+      std::ofstream(dir.path + "/script.json") << script;
+      provider = "script:" + dir.path + "/script.json";
+    }
+    o.provider = provider;
+    if (tweak) tweak(o);
+    auto started = sessionturn::testing::LocalRuntime::Start(o);
+    REQUIRE(started.has_value());
+    runtime = std::move(*started);
+    connector = MakeUnixConnector(ctx, o.socket_path);
+    driver = std::make_unique<Driver>(ctx, connector);
+  }
+
+  std::string socket() const { return dir.path + "/rt.sock"; }
+
+  std::future<Result<TurnResult>> Async(std::string prompt, TurnOptions options = {}) {
+    auto promise = std::make_shared<std::promise<Result<TurnResult>>>();
+    auto future = promise->get_future();
+    driver->AsyncSubmitTurn(std::move(prompt), std::move(options),
+                            [promise](Result<TurnResult> r) { promise->set_value(std::move(r)); });
+    return future;
+  }
+
+  Event WaitEvent(const std::function<bool(const Event&)>& pred) {
+    auto e = runtime->WaitForEvent(pred, kWait);
+    REQUIRE(e.has_value());
+    return *e;
+  }
+
+  std::vector<ClientRequest> Requests(std::string_view type) {
+    std::vector<ClientRequest> out;
+    for (auto& r : runtime->ReceivedRequests()) {
+      if (r.type == type) out.push_back(r);
+    }
+    return out;
+  }
+};
+
+Result<TurnResult> Get(std::future<Result<TurnResult>>& f) {
+  REQUIRE(f.wait_for(kWait) == std::future_status::ready);
+  return f.get();
+}
+
+TurnOptions WithTimeout(std::chrono::milliseconds t) {
+  TurnOptions o;
+  o.timeout = t;
+  return o;
+}
+
+// Each turn runs: a delta, a long sleep (the caller interrupts or times out), a message.
+const char* kLongTurn = R"({"turns":[[{"type":"delta","text":"working"},{"type":"sleep","ms":15000},
+  {"type":"message","text":"done {n}"}]],"repeat":"last"})";
+
+}  // namespace
+
+TEST_CASE("driver: an echo turn completes with the reply, events in order, timings", "[driver]") {
+  Fixture f;
+  Recorder rec;
+  TurnOptions o;
+  o.on_event = rec.Callback();
+  auto r = f.driver->SubmitTurn("hello there", o);
+  REQUIRE(r.has_value());
+  CHECK(r->status == TurnStatus::completed);
+  CHECK(r->text == "echo #1: hello there");
+  CHECK(r->turn_id.rfind("turn-", 0) == 0);
+  CHECK_FALSE(r->shared);
+  CHECK(r->reconnects == 0);
+  REQUIRE(r->time_to_accepted);
+  REQUIRE(r->time_to_started);
+  REQUIRE(r->time_to_completed);
+  CHECK(*r->time_to_accepted <= *r->time_to_started);
+  CHECK(*r->time_to_started <= *r->time_to_completed);
+  auto sig = rec.Signature();
+  REQUIRE(sig.size() >= 4);
+  CHECK(rec.events.front().type == "user.message");
+  CHECK(rec.events.back().type == "turn.completed");
+  std::int64_t last = 0;
+  for (auto& e : rec.events) {
+    CHECK(e.turn_id == r->turn_id);
+    CHECK(e.id > last);
+    last = e.id;
+  }
+  // The Session remembers: the second turn is #2.
+  auto r2 = f.driver->SubmitTurn("again");
+  REQUIRE(r2.has_value());
+  CHECK(r2->text == "echo #2: again");
+}
+
+TEST_CASE("driver: a turn queued behind another client's running turn waits, then runs", "[driver]") {
+  Fixture f("echo", {}, [](auto& o) { o.echo_delay = 150ms; });
+  auto first = f.Async("first");
+  f.WaitEvent([](const Event& e) { return e.Is("turn.started"); });
+  Driver other(f.ctx, f.connector);
+  auto r2 = other.SubmitTurn("second");
+  auto r1 = Get(first);
+  REQUIRE(r1.has_value());
+  REQUIRE(r2.has_value());
+  CHECK(r1->text == "echo #1: first");
+  CHECK(r2->text == "echo #2: second");
+  CHECK(r1->turn_id != r2->turn_id);
+  // Accepted while the first ran, started only after it: it was queued.
+  CHECK(*r2->time_to_started - *r2->time_to_accepted >= 100ms);
+}
+
+TEST_CASE("driver: a third prompt merged into the queued turn: both callers get the reply, both shared", "[driver]") {
+  Fixture f("echo", {}, [](auto& o) { o.echo_delay = 50ms; });
+  auto a = f.Async("A");
+  f.WaitEvent([](const Event& e) { return e.Is("turn.started"); });
+  f.runtime->PauseProvider(true);
+  auto b = f.Async("B");
+  auto b_echo = f.WaitEvent([](const Event& e) { return e.Is("user.message") && e.text == "B"; });
+  auto c = f.Async("C");
+  f.WaitEvent([&](const Event& e) { return e.Is("user.message.updated") && e.turn_id == b_echo.turn_id; });
+  f.runtime->PauseProvider(false);
+  auto ra = Get(a), rb = Get(b), rc = Get(c);
+  REQUIRE(ra.has_value());
+  REQUIRE(rb.has_value());
+  REQUIRE(rc.has_value());
+  CHECK_FALSE(ra->shared);
+  CHECK(rb->shared);
+  CHECK(rc->shared);
+  CHECK(rb->turn_id == rc->turn_id);
+  CHECK(rb->text == rc->text);
+  CHECK(rb->text == "echo #2: B\n\nC");
+}
+
+TEST_CASE("driver: a rejection surfaces as Errc::rejected with the runtime's reason", "[driver]") {
+  Fixture f;
+  f.runtime->SetDraining(true);
+  auto r = f.driver->SubmitTurn("hello");
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.error().code == Errc::rejected);
+  CHECK(r.error().message.find(std::string(sessionturn::testing::reject_reason::kDraining)) != std::string::npos);
+}
+
+TEST_CASE("driver: non-JSON and blank lines are skipped", "[driver]") {
+  Fixture f;
+  auto junky = std::make_shared<WrapConnector>(f.connector, -1, true);
+  Driver d(f.ctx, junky);
+  auto r = d.SubmitTurn("through the noise");
+  REQUIRE(r.has_value());
+  CHECK(r->status == TurnStatus::completed);
+  CHECK(r->text == "echo #1: through the noise");
+}
+
+TEST_CASE("driver: a failing turn ends failed with its error text", "[driver]") {
+  Fixture f("", R"({"turns":[[{"type":"delta","text":"partial"},{"type":"error","text":"first"},
+    {"type":"fail","text":"the provider crashed"}]]})");
+  auto r = f.driver->SubmitTurn("go");
+  REQUIRE(r.has_value());
+  CHECK(r->status == TurnStatus::failed);
+  CHECK(r->error_message == "the provider crashed");
+  CHECK(r->text == "partial");
+}
+
+TEST_CASE("driver: a timeout abandons a started turn with an interrupt", "[driver]") {
+  Fixture f("", kLongTurn);
+  auto r = f.driver->SubmitTurn("slow", WithTimeout(700ms));
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.error().code == Errc::timeout);
+  REQUIRE(f.runtime->WaitForRequest([](const ClientRequest& q) { return q.type == "interrupt"; }, kWait));
+  auto done = f.WaitEvent([](const Event& e) { return e.Is("turn.completed"); });
+  CHECK(done.status == "interrupted");
+}
+
+TEST_CASE("driver: a timeout abandons a queued turn with message.remove at the right revision", "[driver]") {
+  Fixture f("", kLongTurn);
+  auto a = f.Async("A");
+  f.WaitEvent([](const Event& e) { return e.Is("turn.started"); });
+  auto r = f.driver->SubmitTurn("B", WithTimeout(700ms));
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.error().code == Errc::timeout);
+  auto removed = f.WaitEvent([](const Event& e) { return e.Is("user.message.removed"); });
+  auto removes = f.Requests("message.remove");
+  REQUIRE(removes.size() == 1);
+  CHECK(removes[0].expected_revision == 1);
+  CHECK(removes[0].turn_id == removed.turn_id);
+  CHECK(f.Requests("interrupt").empty());
+  REQUIRE(f.driver->Interrupt().has_value());
+  auto ra = Get(a);
+  REQUIRE(ra.has_value());
+  CHECK(ra->status == TurnStatus::interrupted);
+}
+
+TEST_CASE("driver: a timeout leaves a shared turn alone", "[driver]") {
+  Fixture f("", kLongTurn);
+  auto a = f.Async("A");
+  f.WaitEvent([](const Event& e) { return e.Is("turn.started"); });
+  auto b = f.Async("B");
+  f.WaitEvent([](const Event& e) { return e.Is("user.message") && e.text == "B"; });
+  auto r = f.driver->SubmitTurn("C", WithTimeout(700ms));
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.error().code == Errc::timeout);
+  // The merge happened (C was accepted) and C withdrew nothing.
+  f.WaitEvent([](const Event& e) { return e.Is("user.message.updated"); });
+  CHECK(f.Requests("message.remove").empty());
+  CHECK(f.Requests("interrupt").empty());
+  REQUIRE(f.driver->Interrupt().has_value());  // end A; B (with C) runs next
+  auto ra = Get(a);
+  REQUIRE(ra.has_value());
+  f.WaitEvent([](const Event& e) { return e.Is("turn.started") && e.turn_id != "turn-1"; });
+  REQUIRE(f.driver->Interrupt().has_value());
+  auto rb = Get(b);
+  REQUIRE(rb.has_value());
+  CHECK(rb->shared);
+  CHECK(rb->status == TurnStatus::interrupted);
+}
+
+TEST_CASE("driver: questions are declined by default and counted", "[driver]") {
+  Fixture f("", R"({"turns":[[{"type":"question","inputId":"in-1","questions":[{"id":"q1","question":"Proceed?",
+    "options":[{"label":"yes"},{"label":"no"}]}]},{"type":"message","text":"after"}]]})");
+  auto r = f.driver->SubmitTurn("ask me");
+  REQUIRE(r.has_value());
+  CHECK(r->status == TurnStatus::completed);
+  CHECK(r->questions_declined == 1);
+  CHECK(r->questions_answered == 0);
+  CHECK(r->text == "The question was declined.\n\nafter");
+  auto inputs = f.Requests("input");
+  REQUIRE(inputs.size() == 1);
+  CHECK(inputs[0].cancel);
+}
+
+TEST_CASE("driver: questions answered through the responder reach the provider", "[driver]") {
+  Fixture f("", R"({"turns":[[{"type":"question","inputId":"in-1","questions":[{"id":"q1","question":"Proceed?",
+    "options":[{"label":"yes"},{"label":"no"}]}]},{"type":"message","text":"after"}]]})");
+  TurnOptions o;
+  o.questions = QuestionPolicy::ask;
+  std::vector<std::thread> answerers;
+  std::mutex mu;
+  std::string asked;
+  o.on_question = [&](const Event& e, Responder responder) {
+    {
+      std::lock_guard lock(mu);
+      asked = e.questions.empty() ? "" : e.questions[0].question;
+      // Answer later, from another thread.
+      answerers.emplace_back([responder] {
+        std::this_thread::sleep_for(50ms);
+        CHECK(responder.Answer({{"q1", {"yes"}}}));
+        CHECK_FALSE(responder.Decline());
+      });
+    }
+  };
+  auto r = f.driver->SubmitTurn("ask me", o);
+  for (auto& t : answerers) t.join();
+  REQUIRE(r.has_value());
+  CHECK(asked == "Proceed?");
+  CHECK(r->questions_answered == 1);
+  CHECK(r->questions_declined == 0);
+  CHECK(r->text == "Answers: q1=yes\n\nafter");
+}
+
+TEST_CASE("driver: an unanswered question is declined at the answer deadline", "[driver]") {
+  Fixture f("", R"({"turns":[[{"type":"question","inputId":"in-1","questions":[{"id":"q1","question":"?"}]},
+    {"type":"message","text":"after"}]]})");
+  TurnOptions o;
+  o.questions = QuestionPolicy::ask;
+  o.answer_timeout = 300ms;
+  Responder kept;
+  o.on_question = [&](const Event&, Responder responder) { kept = responder; };
+  auto r = f.driver->SubmitTurn("ask me", o);
+  REQUIRE(r.has_value());
+  CHECK(r->questions_declined == 1);
+  CHECK(r->text == "The question was declined.\n\nafter");
+  CHECK_FALSE(kept.Answer({{"q1", {"late"}}}));
+}
+
+TEST_CASE("driver: our queued turn removed by another client ends as removed at once", "[driver]") {
+  Fixture f("", kLongTurn);
+  auto a = f.Async("A");
+  f.WaitEvent([](const Event& e) { return e.Is("turn.started"); });
+  auto b = f.Async("B");
+  auto echo = f.WaitEvent([](const Event& e) { return e.Is("user.message") && e.text == "B"; });
+  // Another client withdraws it.
+  auto conn_promise = std::make_shared<std::promise<Result<std::shared_ptr<Connection>>>>();
+  f.connector->AsyncConnect([conn_promise](Result<std::shared_ptr<Connection>> c) { conn_promise->set_value(std::move(c)); });
+  auto conn = conn_promise->get_future().get();
+  REQUIRE(conn.has_value());
+  (*conn)->AsyncWrite(EncodeRequest(ClientRequest::Remove(NewRequestId(), echo.turn_id, echo.revision)), {});
+  auto rb = Get(b);
+  REQUIRE(rb.has_value());
+  CHECK(rb->status == TurnStatus::removed);
+  CHECK(a.wait_for(0s) != std::future_status::ready);  // A is still running: B ended at once
+  (*conn)->Close();
+  REQUIRE(f.driver->Interrupt().has_value());
+  REQUIRE(Get(a).has_value());
+}
+
+TEST_CASE("driver: a stream dropped at every event position gives the undisturbed result", "[driver]") {
+  const char* script = R"({"turns":[[{"type":"delta","text":"Hel"},{"type":"delta","text":"lo"},
+    {"type":"tool.start","id":"t1","name":"bash","text":"ls"},{"type":"tool.complete","id":"t1","name":"bash",
+    "output":"a b"},{"type":"message","text":"Hello"},{"type":"delta","text":" again"},
+    {"type":"message","text":"again"}]]})";
+  std::vector<std::string> baseline_events;
+  TurnResult baseline;
+  {
+    Fixture f("", script);
+    Recorder rec;
+    auto counter = std::make_shared<WrapConnector>(f.connector, -1, false);
+    Driver d(f.ctx, counter);
+    TurnOptions o;
+    o.on_event = rec.Callback();
+    auto r = d.SubmitTurn("go", o);
+    REQUIRE(r.has_value());
+    baseline = *r;
+    baseline_events = rec.Signature();
+  }
+  REQUIRE(baseline.text == "Hello\n\nagain");
+  // history.start, history.end (plus a status line or two) and each event of the turn: a few more
+  // positions than events covers every one.
+  const int positions = static_cast<int>(baseline_events.size()) + 4;
+  for (int drop_at = 1; drop_at <= positions; ++drop_at) {
+    CAPTURE(drop_at);
+    Fixture f("", script);
+    Recorder rec;
+    auto dropping = std::make_shared<WrapConnector>(f.connector, drop_at, false);
+    Driver d(f.ctx, dropping);
+    TurnOptions o;
+    o.on_event = rec.Callback();
+    auto r = d.SubmitTurn("go", o);
+    REQUIRE(r.has_value());
+    CHECK(r->status == baseline.status);
+    CHECK(r->text == baseline.text);
+    CHECK(r->turn_id == baseline.turn_id);
+    CHECK(rec.Signature() == baseline_events);
+    CHECK(r->reconnects == (dropping->connections() > 1 ? 1 : 0));
+    // Exactly one message reached the runtime: no duplicate turn.
+    CHECK(f.Requests("message").size() == 1);
+  }
+}
+
+TEST_CASE("driver: a runtime-side drop mid-turn reconnects and loses nothing", "[driver]") {
+  Fixture f("echo", {}, [](auto& o) { o.echo_delay = 100ms; });
+  Recorder rec;
+  TurnOptions o;
+  o.on_event = rec.Callback();
+  auto fut = f.Async("resilient", o);
+  f.WaitEvent([](const Event& e) { return e.Is("assistant.delta"); });
+  f.runtime->DropAllConnections();
+  auto r = Get(fut);
+  REQUIRE(r.has_value());
+  CHECK(r->text == "echo #1: resilient");
+  CHECK(r->reconnects >= 1);
+  std::int64_t last = 0;
+  for (auto& e : rec.events) {
+    CHECK(e.id > last);
+    last = e.id;
+  }
+}
+
+TEST_CASE("driver: a runtime restarted mid-turn ends the turn interrupted with an explanation", "[driver]") {
+  Fixture f("", kLongTurn);
+  auto fut = f.Async("slow");
+  f.WaitEvent([](const Event& e) { return e.Is("assistant.delta"); });
+  REQUIRE(f.runtime->Restart().has_value());
+  auto r = Get(fut);
+  REQUIRE(r.has_value());
+  CHECK(r->status == TurnStatus::interrupted);
+  CHECK(r->error_message.find("restarted") != std::string::npos);
+  CHECK(r->reconnects >= 1);
+}
+
+TEST_CASE("driver: a prompt the runtime would run as a command is refused unless allowed", "[driver]") {
+  Fixture f;
+  for (const char* prompt : {"!rm -rf /", "  \t!ls", "/goal win"}) {
+    auto r = f.driver->SubmitTurn(prompt);
+    REQUIRE_FALSE(r.has_value());
+    CHECK(r.error().code == Errc::invalid_argument);
+  }
+  CHECK(f.runtime->ReceivedRequests().empty());  // refused before any I/O
+  TurnOptions o;
+  o.allow_commands = true;
+  auto r = f.driver->SubmitTurn("!echo hi", o);
+  REQUIRE(r.has_value());  // the runtime ran (or refused to run) it as a command: a finished turn either way
+  REQUIRE(f.Requests("message").size() == 1);
+  CHECK(f.Requests("message")[0].text == "!echo hi");
+}
+
+TEST_CASE("driver: cancelling abandons the turn with Errc::cancelled", "[driver]") {
+  Fixture f("", kLongTurn);
+  CancellationSource source;
+  TurnOptions o;
+  o.cancel = source.Token();
+  auto fut = f.Async("slow", o);
+  f.WaitEvent([](const Event& e) { return e.Is("assistant.delta"); });
+  source.Cancel();
+  auto r = Get(fut);
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.error().code == Errc::cancelled);
+  REQUIRE(f.runtime->WaitForRequest([](const ClientRequest& q) { return q.type == "interrupt"; }, kWait));
+}
+
+TEST_CASE("driver: an unreachable runtime is connection_failed; a blocking call on a worker would_block", "[driver]") {
+  Context ctx;
+  TempDir dir;
+  Driver d(ctx, MakeUnixConnector(ctx, dir.path + "/nobody.sock"));
+  auto r = d.SubmitTurn("hello");
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.error().code == Errc::connection_failed);
+  std::promise<Errc> p;
+  ctx.Post([&] { p.set_value(d.SubmitTurn("x").error().code); });
+  auto fut = p.get_future();
+  REQUIRE(fut.wait_for(kWait) == std::future_status::ready);
+  CHECK(fut.get() == Errc::would_block);
+}
+
+TEST_CASE("driver: reconnects beyond the budget end with connection_lost", "[driver]") {
+  Fixture f("", kLongTurn);
+  TurnOptions o;
+  o.reconnect.max_attempts = 2;
+  o.reconnect.initial_backoff = 20ms;
+  auto fut = f.Async("slow", o);
+  f.WaitEvent([](const Event& e) { return e.Is("assistant.delta"); });
+  f.runtime->Stop();
+  auto r = Get(fut);
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.error().code == Errc::connection_lost);
+  CHECK(r.error().message.find("2 reconnect attempts") != std::string::npos);
+}
+
+TEST_CASE("driver: Interrupt with no running turn is rejected with the runtime's reason", "[driver]") {
+  Fixture f;
+  auto s = f.driver->Interrupt();
+  REQUIRE_FALSE(s.has_value());
+  CHECK(s.error().code == Errc::rejected);
+  CHECK(s.error().message.find(std::string(sessionturn::testing::reject_reason::kNoActiveTurn)) != std::string::npos);
+}
+
+TEST_CASE("driver: Answer and Decline by input id on one-shot connections", "[driver]") {
+  Fixture f("", R"({"turns":[[{"type":"question","inputId":"in-1","questions":[{"id":"q1","question":"?"}]},
+    {"type":"question","inputId":"in-2","questions":[{"id":"q2","question":"?"}]},{"type":"message","text":"end"}]]})");
+  TurnOptions o;
+  o.questions = QuestionPolicy::ask;
+  o.on_question = [](const Event&, Responder) {};  // someone else answers, by id
+  auto fut = f.Async("ask", o);
+  f.WaitEvent([](const Event& e) { return e.Is("input.requested") && e.input_id == "in-1"; });
+  REQUIRE(f.driver->Answer("in-1", {{"q1", {"blue"}}}).has_value());
+  f.WaitEvent([](const Event& e) { return e.Is("input.requested") && e.input_id == "in-2"; });
+  REQUIRE(f.driver->Decline("in-2").has_value());
+  auto again = f.driver->Decline("in-2");
+  REQUIRE_FALSE(again.has_value());
+  CHECK(again.error().code == Errc::rejected);
+  auto r = Get(fut);
+  REQUIRE(r.has_value());
+  CHECK(r->text == "Answers: q1=blue\n\nThe question was declined.\n\nend");
+}
+
+TEST_CASE("driver: Watch follows the Session across a drop without duplicates", "[driver]") {
+  Fixture f("echo", {}, [](auto& o) { o.echo_delay = 30ms; });
+  std::mutex mu;
+  std::vector<Event> seen;
+  auto handle = f.driver->Watch(WatchOptions{}, [&](const Event& e) {
+    std::lock_guard lock(mu);
+    seen.push_back(e);
+  });
+  REQUIRE(f.driver->SubmitTurn("one").has_value());
+  f.runtime->DropAllConnections();
+  REQUIRE(f.driver->SubmitTurn("two").has_value());
+  const auto last = f.runtime->last_event_id();
+  const auto deadline = std::chrono::steady_clock::now() + kWait;
+  while (handle.last_event_id() < last && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  handle.Stop();
+  CHECK_FALSE(handle.Active());
+  std::lock_guard lock(mu);
+  std::vector<std::int64_t> ids;
+  for (auto& e : seen) {
+    if (e.id > 0) ids.push_back(e.id);
+  }
+  REQUIRE(!ids.empty());
+  for (std::size_t i = 0; i < ids.size(); ++i) CHECK(ids[i] == static_cast<std::int64_t>(i + 1));
+  CHECK(ids.back() == last);
+  CHECK(handle.reconnects() >= 1);
+}
