@@ -1,0 +1,77 @@
+// Providers of the local runtime: what produces a turn's events. A provider spec ("echo",
+// "script:FILE", "command:CMD", "flood:N") is parsed once; each turn gets a TurnRun that talks to the
+// runtime only through a TurnHost, on the runtime's I/O thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sessionturn/error.hpp"
+#include "sessionturn/protocol.hpp"
+
+namespace asio {
+class io_context;
+}
+
+namespace sessionturn::runtime {
+
+// The runtime's side of one turn. Every call is ignored once the turn is over (or was killed), so a
+// late callback of a provider can never touch the next turn.
+class TurnHost {
+ public:
+  virtual ~TurnHost() = default;
+  // Journals an event of this turn (turnId filled in). `runtime.status` is broadcast unjournaled.
+  virtual void Emit(Event event) = 0;
+  // Journals input.requested; the run hears back through TurnRun::InputResolved.
+  virtual void Ask(std::string input_id, std::vector<InputQuestion> questions) = 0;
+  // The turn is over: "completed", "failed" (error, when given, is journaled first) or "interrupted".
+  virtual void Done(std::string status, std::string error) = 0;
+  virtual bool Paused() const = 0;
+  // Runs `fn` once the provider is resumed (at once if it is not paused).
+  virtual void WhenResumed(std::function<void()> fn) = 0;
+  virtual asio::io_context& io() = 0;
+};
+
+struct TurnInput {
+  std::string turn_id;
+  std::string text;
+  std::int64_t number = 0;  // this is the Session's number-th turn (from the journal)
+  std::string session_name;
+  std::string state_dir;
+  std::chrono::milliseconds echo_delay{20};
+};
+
+class TurnRun {
+ public:
+  virtual ~TurnRun() = default;
+  virtual void Start() = 0;
+  // Asks the run to stop; it calls Done("interrupted") when it has (a hung one never does).
+  virtual void Interrupt() = 0;
+  // Stops at once (kills a process group); no more host calls afterwards.
+  virtual void Kill() = 0;
+  virtual void InputResolved(const std::string& input_id, bool cancelled,
+                             const std::map<std::string, std::vector<std::string>>& answers) = 0;
+};
+
+class Provider {
+ public:
+  virtual ~Provider() = default;
+  // "echo", "script:FILE", "command:CMD", "flood:N". Errors name the spec and what is wrong with it.
+  static Result<std::shared_ptr<Provider>> Parse(const std::string& spec);
+  virtual std::string Kind() const = 0;  // for runtime.status agentType
+  virtual std::shared_ptr<TurnRun> NewRun(std::shared_ptr<TurnHost> host, TurnInput input) = 0;
+};
+
+// A `!` command turn: runs the command with /bin/sh -c when `allowed`, else records a failed tool event.
+std::shared_ptr<TurnRun> NewShellRun(std::shared_ptr<TurnHost> host, TurnInput input, bool allowed);
+
+// The text a shell turn records when shell commands are disabled.
+inline constexpr std::string_view kShellDisabledText =
+    "shell commands are disabled: start the runtime with --allow-shell to run them";
+
+}  // namespace sessionturn::runtime
