@@ -1,0 +1,160 @@
+// An RFC 6455 WebSocket client over standalone Asio and OpenSSL, for the Kubernetes exec
+// subresource (libcurl 7.88 as shipped here has no WebSocket support). Internal: the public face is
+// KubeExecConnector (sessionturn/kube_exec.hpp). The frame codec (WsReader, EncodeWsFrame) is
+// sans-I/O so it can be fuzzed and unit-tested without a socket.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <asio.hpp>
+
+#include "sessionturn/context.hpp"
+#include "sessionturn/error.hpp"
+
+namespace sessionturn::kube {
+
+// Largest message (all fragments together) we accept. The exec channel carries protocol lines of at
+// most 8 MiB (kMaxLineBytes) split arbitrarily into messages; 16 MiB leaves room for framing and a
+// whole line in one message while bounding what a hostile peer can make us buffer.
+inline constexpr std::size_t kMaxWsMessageBytes = 16u << 20;
+// Largest HTTP response head (status line + headers) we read during the handshake or proxy CONNECT.
+inline constexpr std::size_t kMaxHttpHeadBytes = 64u << 10;
+// Largest non-101 response body we read to explain a refused handshake (a Kubernetes Status is small).
+inline constexpr std::size_t kMaxErrorBodyBytes = 64u << 10;
+// Defaults for every wait. Connect covers DNS, TCP, proxy CONNECT and TLS; generous because API
+// servers behind load balancers can be slow to accept, but finite so a black hole fails clearly.
+inline constexpr std::chrono::milliseconds kDefaultWsConnectTimeout{30'000};
+inline constexpr std::chrono::milliseconds kDefaultWsHandshakeTimeout{30'000};
+inline constexpr std::chrono::milliseconds kDefaultWsCloseTimeout{5'000};
+
+namespace ws_opcode {
+inline constexpr std::uint8_t kContinuation = 0x0;
+inline constexpr std::uint8_t kText = 0x1;
+inline constexpr std::uint8_t kBinary = 0x2;
+inline constexpr std::uint8_t kClose = 0x8;
+inline constexpr std::uint8_t kPing = 0x9;
+inline constexpr std::uint8_t kPong = 0xA;
+}  // namespace ws_opcode
+
+// TLS settings, all in memory (the kubeconfig's *-data fields or files already read).
+struct WsTls {
+  std::string ca_pem;       // trusted CAs; empty = the system's default trust store
+  std::string cert_pem;     // client certificate (chain) for mutual TLS; empty = none
+  std::string key_pem;      // its private key
+  std::string server_name;  // SNI and the name verified in the certificate; empty = the host
+  bool insecure = false;    // skip verification (only when the kubeconfig says so)
+};
+
+// Where and how to open one WebSocket.
+struct WsTarget {
+  std::string host;
+  std::uint16_t port = 443;
+  std::string path = "/";  // path and query, already URL-encoded
+  bool use_tls = true;
+  WsTls tls;
+  std::vector<std::pair<std::string, std::string>> headers;  // e.g. Authorization (never logged)
+  std::vector<std::string> subprotocols;  // offered in order of preference; non-empty = one must be agreed
+  // "http://host:port" of an HTTP proxy to tunnel through with CONNECT. Empty = direct. Use
+  // ProxyFromEnvironment() to honour HTTPS_PROXY / NO_PROXY.
+  std::string proxy;
+  std::chrono::milliseconds connect_timeout = kDefaultWsConnectTimeout;
+  std::chrono::milliseconds handshake_timeout = kDefaultWsHandshakeTimeout;
+  std::chrono::milliseconds close_timeout = kDefaultWsCloseTimeout;
+  std::size_t max_message = kMaxWsMessageBytes;
+
+  std::string Describe() const;  // "wss://host:port/path" without the query
+};
+
+// The proxy URL for `host` from HTTPS_PROXY/https_proxy (or HTTP_PROXY for plain ws), unless
+// NO_PROXY/no_proxy matches it ("*", exact host, ".suffix" or "suffix" domain match, IP).
+std::string ProxyFromEnvironment(std::string_view host, bool use_tls);
+// True when `no_proxy` (comma-separated) exempts `host`.
+bool NoProxyMatches(std::string_view no_proxy, std::string_view host);
+
+// Sec-WebSocket-Accept for a key (SHA-1 + base64, RFC 6455 §4.2.2).
+std::string WsAcceptFor(std::string_view key);
+// 16 random bytes, base64 (RAND_bytes).
+std::string NewWsKey();
+
+// Encodes one frame. Client frames are masked with a fresh random key (RAND_bytes) per frame.
+std::string EncodeWsFrame(std::uint8_t opcode, std::string_view payload, bool fin = true, bool mask = true);
+
+// Parses a server's frame stream into messages and control frames, enforcing RFC 6455: server
+// frames unmasked, reserved bits clear, control frames short and unfragmented, continuation only
+// inside a fragmented message, the message bound. Control frames may interleave with fragments.
+class WsReader {
+ public:
+  struct Event {
+    enum Kind { kMessage, kPing, kPong, kClose } kind = kMessage;
+    bool binary = true;      // kMessage: binary or text
+    std::string data;        // message / ping / pong payload, or the close reason
+    std::uint16_t close_code = 0;  // kClose: 0 when the peer sent none (1005)
+  };
+  using EventFn = std::function<void(Event&& event)>;
+
+  explicit WsReader(std::size_t max_message = kMaxWsMessageBytes) : max_message_(max_message) {}
+
+  // Consumes `bytes`; calls `on_event` per complete message or control frame. After an error the
+  // reader is poisoned and every later call returns it again.
+  Status Feed(std::string_view bytes, const EventFn& on_event);
+
+ private:
+  Status Poison(Errc code, std::string message);
+
+  std::size_t max_message_;
+  std::string buffer_;
+  std::size_t offset_ = 0;
+  bool in_message_ = false;
+  bool message_binary_ = true;
+  std::string message_;
+  std::optional<Error> error_;
+};
+
+// One client WebSocket. Every handler runs on executor() (a strand), so handlers of one socket never
+// run concurrently. Methods may be called from any thread.
+class WebSocket {
+ public:
+  using Strand = asio::strand<asio::io_context::executor_type>;
+  struct Message {
+    bool binary = true;
+    std::string data;
+  };
+  using ConnectHandler = std::function<void(Result<std::shared_ptr<WebSocket>> socket)>;
+  // Called per message; the final call carries an error (Errc::connection_lost naming the close code
+  // or the transport error, Errc::protocol_error, Errc::too_large) and nothing follows it.
+  using MessageHandler = std::function<void(Result<Message> message)>;
+  using DoneHandler = std::function<void(Status status)>;
+
+  virtual ~WebSocket() = default;
+
+  // Resolves, connects (through the proxy if any), does TLS and the upgrade. Errors: connection_failed
+  // (DNS, TCP, TLS, proxy, verification with OpenSSL's reason), timeout (naming the phase),
+  // protocol_error (bad Accept, no agreed sub-protocol), unauthorized/forbidden/not_found (401/403/404
+  // with the Status message), else connection_failed naming the status line.
+  static void AsyncConnect(Context& context, WsTarget target, ConnectHandler handler);
+
+  // Starts delivering messages. Call once. Nothing is read before it, so nothing is lost.
+  virtual void Start(MessageHandler handler) = 0;
+  // Sends one message as one frame. `done` may be empty.
+  virtual void Send(std::string payload, bool binary, DoneHandler done) = 0;
+  // Sends a close frame and waits (close_timeout) for the peer's; then closes the transport. The
+  // message handler is not called again. Idempotent.
+  virtual void AsyncClose(std::uint16_t code, DoneHandler done) = 0;
+  // Closes the transport now; pending sends complete with Errc::cancelled; no handler runs again.
+  virtual void Abort() = 0;
+
+  virtual const std::string& Subprotocol() const = 0;
+  virtual Strand& executor() = 0;
+  virtual std::string Describe() const = 0;
+};
+
+}  // namespace sessionturn::kube

@@ -1,0 +1,493 @@
+// The WebSocket client (src/kube/websocket.hpp): the frame codec alone, then the client against an
+// independent implementation (Debian's python3-websockets, tests/fakes/ws_peer.py).
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <memory>
+#include <thread>
+
+#include <asio.hpp>
+
+#include "kube/websocket.hpp"
+#include "kube/ws_test_util.hpp"
+#include "sessionturn/context.hpp"
+
+using namespace sessionturn;
+using namespace sessionturn::kube;
+using wstest::kWait;
+
+namespace {
+
+using ConnectResult = Result<std::shared_ptr<WebSocket>>;
+
+ConnectResult ConnectSync(Context& context, WsTarget target) {
+  auto promise = std::make_shared<std::promise<ConnectResult>>();
+  auto future = promise->get_future();
+  WebSocket::AsyncConnect(context, std::move(target), [promise](ConnectResult r) { promise->set_value(std::move(r)); });
+  if (future.wait_for(std::chrono::seconds(60)) != std::future_status::ready)
+    return Fail(Errc::internal, "the test gave up waiting for AsyncConnect to complete");
+  return future.get();
+}
+
+WsTarget LocalTarget(int port, bool tls = false) {
+  WsTarget t;
+  t.host = "127.0.0.1";
+  t.port = static_cast<std::uint16_t>(port);
+  t.path = "/ws?x=1";
+  t.use_tls = tls;
+  t.subprotocols = {"v5.channel.k8s.io", "v4.channel.k8s.io"};
+  return t;
+}
+
+std::vector<std::string> PeerArgs(std::vector<std::string> extra) {
+  std::vector<std::string> argv{SESSIONTURN_PYTHON, wstest::Fake("ws_peer.py")};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return argv;
+}
+
+using Inbox = wstest::Inbox<Result<WebSocket::Message>>;
+
+std::shared_ptr<Inbox> StartCollecting(WebSocket& ws) {
+  auto inbox = std::make_shared<Inbox>();
+  ws.Start([inbox](Result<WebSocket::Message> m) { inbox->Push(std::move(m)); });
+  return inbox;
+}
+
+Status SendSync(WebSocket& ws, std::string payload, bool binary = false) {
+  auto promise = std::make_shared<std::promise<Status>>();
+  auto future = promise->get_future();
+  ws.Send(std::move(payload), binary, [promise](Status s) { promise->set_value(std::move(s)); });
+  if (future.wait_for(kWait) != std::future_status::ready) return Fail(Errc::internal, "send did not complete");
+  return future.get();
+}
+
+Status CloseSync(WebSocket& ws) {
+  auto promise = std::make_shared<std::promise<Status>>();
+  auto future = promise->get_future();
+  ws.AsyncClose(1000, [promise](Status s) { promise->set_value(std::move(s)); });
+  if (future.wait_for(kWait) != std::future_status::ready) return Fail(Errc::internal, "close did not complete");
+  return future.get();
+}
+
+// Shows the error when a result that should be a message is not.
+std::string Why(const std::optional<Result<WebSocket::Message>>& m) {
+  if (!m) return "no message within the deadline";
+  return *m ? std::string("ok") : (*m).error().ToString();
+}
+
+std::string Frame(std::uint8_t first, std::string_view payload) {
+  // An unmasked server frame with a short payload.
+  std::string f;
+  f.push_back(static_cast<char>(first));
+  f.push_back(static_cast<char>(payload.size()));
+  f.append(payload);
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("Sec-WebSocket-Accept follows RFC 6455's example", "[websocket]") {
+  CHECK(WsAcceptFor("dGhlIHNhbXBsZSBub25jZQ==") == "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
+  std::string a = NewWsKey(), b = NewWsKey();
+  CHECK(a.size() == 24);
+  CHECK(a != b);
+}
+
+TEST_CASE("client frames are masked with a fresh key per frame", "[websocket]") {
+  std::string payload(300, 'x');
+  std::string f1 = EncodeWsFrame(ws_opcode::kBinary, payload);
+  std::string f2 = EncodeWsFrame(ws_opcode::kBinary, payload);
+  REQUIRE(f1.size() == 2 + 2 + 4 + 300);
+  CHECK(static_cast<unsigned char>(f1[0]) == 0x82);
+  CHECK(static_cast<unsigned char>(f1[1]) == (0x80 | 126));
+  CHECK(((static_cast<unsigned char>(f1[2]) << 8) | static_cast<unsigned char>(f1[3])) == 300);
+  CHECK(f1.substr(4, 4) != f2.substr(4, 4));  // 2^-32 chance of a false failure
+  std::string unmasked;
+  for (std::size_t i = 0; i < payload.size(); ++i) unmasked.push_back(static_cast<char>(f1[8 + i] ^ f1[4 + (i & 3)]));
+  CHECK(unmasked == payload);
+  // 64-bit length form.
+  std::string big(70000, 'y');
+  std::string f3 = EncodeWsFrame(ws_opcode::kBinary, big, true, false);
+  CHECK(static_cast<unsigned char>(f3[1]) == 127);
+  CHECK(f3.size() == 10 + big.size());
+}
+
+TEST_CASE("WsReader reassembles fragments around control frames, byte by byte", "[websocket]") {
+  std::string stream = Frame(0x02, "ab") + Frame(0x00, "cd") + Frame(0x89, "p!") + Frame(0x80, "ef") +
+                       Frame(0x81, "text") + EncodeWsFrame(ws_opcode::kBinary, std::string(1000, 'z'), true, false) +
+                       Frame(0x88, std::string("\x03\xe8" "done", 6));
+  WsReader reader;
+  std::vector<WsReader::Event> events;
+  for (char c : stream) {
+    REQUIRE(reader.Feed(std::string_view(&c, 1), [&](WsReader::Event&& e) { events.push_back(std::move(e)); }));
+  }
+  REQUIRE(events.size() == 5);
+  CHECK(events[0].kind == WsReader::Event::kPing);
+  CHECK(events[0].data == "p!");
+  CHECK(events[1].kind == WsReader::Event::kMessage);
+  CHECK(events[1].binary);
+  CHECK(events[1].data == "abcdef");
+  CHECK(!events[2].binary);
+  CHECK(events[2].data == "text");
+  CHECK(events[3].data == std::string(1000, 'z'));
+  CHECK(events[4].kind == WsReader::Event::kClose);
+  CHECK(events[4].close_code == 1000);
+  CHECK(events[4].data == "done");
+}
+
+TEST_CASE("WsReader rejects what RFC 6455 forbids", "[websocket]") {
+  auto feed = [](std::string bytes, std::size_t max = kMaxWsMessageBytes) {
+    WsReader reader(max);
+    return reader.Feed(bytes, [](WsReader::Event&&) {});
+  };
+  auto masked = feed(EncodeWsFrame(ws_opcode::kBinary, "x", true, true));
+  REQUIRE(!masked);
+  CHECK(masked.error().message.find("masked") != std::string::npos);
+  CHECK(feed(Frame(0xC2, "x")).error().code == Errc::protocol_error);            // RSV1
+  CHECK(feed(Frame(0x83, "x")).error().code == Errc::protocol_error);            // opcode 3
+  CHECK(feed(Frame(0x00, "x")).error().code == Errc::protocol_error);            // continuation first
+  CHECK(feed(Frame(0x02, "a") + Frame(0x82, "b")).error().code == Errc::protocol_error);  // new message mid-way
+  CHECK(feed(Frame(0x09, "p")).error().code == Errc::protocol_error);            // fragmented ping
+  CHECK(feed(Frame(0x88, "x")).error().code == Errc::protocol_error);            // 1-byte close payload
+  // The bound is checked on the declared length, before the payload arrives.
+  std::string header("\x82\x7f\x00\x00\x00\x00\x01\x00\x00\x01", 10);  // 16 MiB + 1
+  auto big = feed(header);
+  REQUIRE(!big);
+  CHECK(big.error().code == Errc::too_large);
+  CHECK(big.error().message.find("kMaxWsMessageBytes") != std::string::npos);
+  // Across fragments.
+  auto frag = feed(Frame(0x02, std::string(60, 'a')) + Frame(0x80, std::string(60, 'b')), 100);
+  REQUIRE(!frag);
+  CHECK(frag.error().code == Errc::too_large);
+  // Poisoned after an error.
+  WsReader reader;
+  CHECK(!reader.Feed(Frame(0x83, "x"), [](WsReader::Event&&) {}));
+  CHECK(!reader.Feed(Frame(0x82, "x"), [](WsReader::Event&&) {}));
+}
+
+TEST_CASE("NO_PROXY matching", "[websocket]") {
+  CHECK(NoProxyMatches("*", "anything"));
+  CHECK(NoProxyMatches("example.com", "api.example.com"));
+  CHECK(NoProxyMatches(".example.com", "api.example.com"));
+  CHECK(NoProxyMatches("a.b, example.com:443", "example.com"));
+  CHECK_FALSE(NoProxyMatches("example.com", "badexample.com"));
+  CHECK(NoProxyMatches("10.0.0.0/8", "10.1.2.3"));
+  CHECK_FALSE(NoProxyMatches("10.0.0.0/8", "11.1.2.3"));
+  CHECK_FALSE(NoProxyMatches("", "example.com"));
+}
+
+TEST_CASE("handshake, v5 agreed, text and binary echo, clean close", "[websocket]") {
+  Context context;
+  wstest::PeerProcess peer(PeerArgs({}));
+  REQUIRE(peer.Port() > 0);
+  auto ws = ConnectSync(context, LocalTarget(peer.Port()));
+  REQUIRE(ws);
+  CHECK((*ws)->Subprotocol() == "v5.channel.k8s.io");
+  auto inbox = StartCollecting(**ws);
+  REQUIRE(SendSync(**ws, "proto"));
+  auto m = inbox->Pop();
+  REQUIRE(m);
+  INFO(Why(m));
+  REQUIRE(*m);
+  CHECK((*m)->data == "proto:v5.channel.k8s.io");
+  std::string binary("\x00\x01\xff\xfe payload", 12);
+  REQUIRE(SendSync(**ws, binary, true));
+  m = inbox->Pop();
+  REQUIRE(m);
+  INFO(Why(m));
+  REQUIRE(*m);
+  CHECK((*m)->binary);
+  CHECK((*m)->data == binary);
+  // A 200 KB message from us (masked, 64-bit length) comes back whole.
+  std::string big(200'000, 'q');
+  REQUIRE(SendSync(**ws, big, true));
+  m = inbox->Pop();
+  REQUIRE(m);
+  INFO(Why(m));
+  REQUIRE(*m);
+  CHECK((*m)->data == big);
+  CHECK(CloseSync(**ws));
+}
+
+TEST_CASE("v4 fallback when the server only speaks v4", "[websocket]") {
+  Context context;
+  wstest::PeerProcess peer(PeerArgs({"--subprotocols", "v4.channel.k8s.io"}));
+  auto ws = ConnectSync(context, LocalTarget(peer.Port()));
+  REQUIRE(ws);
+  CHECK((*ws)->Subprotocol() == "v4.channel.k8s.io");
+}
+
+TEST_CASE("a 101 without an agreed sub-protocol is an error", "[websocket]") {
+  Context context;
+  wstest::PeerProcess peer(PeerArgs({"--subprotocols", ""}));
+  auto ws = ConnectSync(context, LocalTarget(peer.Port()));
+  REQUIRE(!ws);
+  CHECK(ws.error().code == Errc::protocol_error);
+  CHECK(ws.error().message.find("no sub-protocol") != std::string::npos);
+}
+
+TEST_CASE("a wrong Sec-WebSocket-Accept is rejected", "[websocket]") {
+  Context context;
+  wstest::PeerProcess peer(PeerArgs({"--bad-accept"}));
+  auto ws = ConnectSync(context, LocalTarget(peer.Port()));
+  REQUIRE(!ws);
+  CHECK(ws.error().code == Errc::protocol_error);
+  CHECK(ws.error().message.find("Sec-WebSocket-Accept") != std::string::npos);
+}
+
+TEST_CASE("a large message fragmented by the server, with pings between fragments", "[websocket]") {
+  Context context;
+  wstest::PeerProcess peer(PeerArgs({}));
+  auto ws = ConnectSync(context, LocalTarget(peer.Port()));
+  REQUIRE(ws);
+  auto inbox = StartCollecting(**ws);
+  REQUIRE(SendSync(**ws, "frag 300000 1000"));
+  auto m = inbox->Pop();
+  REQUIRE(m);
+  INFO(Why(m));
+  REQUIRE(*m);
+  REQUIRE((*m)->data.size() == 300000);
+  CHECK((*m)->data.substr(0, 1000) == std::string(1000, 'A'));
+  CHECK((*m)->data.substr(1000, 1000) == std::string(1000, 'B'));
+  CHECK((*m)->data.substr(299000) == std::string(1000, static_cast<char>('A' + 299 % 26)));
+  // Still usable afterwards.
+  REQUIRE(SendSync(**ws, "after"));
+  m = inbox->Pop();
+  REQUIRE(m);
+  INFO(Why(m));
+  REQUIRE(*m);
+  CHECK((*m)->data == "after");
+}
+
+TEST_CASE("a server ping is answered with a pong", "[websocket]") {
+  Context context;
+  wstest::PeerProcess peer(PeerArgs({}));
+  auto ws = ConnectSync(context, LocalTarget(peer.Port()));
+  REQUIRE(ws);
+  auto inbox = StartCollecting(**ws);
+  REQUIRE(SendSync(**ws, "ping"));
+  auto m = inbox->Pop();
+  REQUIRE(m);
+  INFO(Why(m));
+  REQUIRE(*m);
+  CHECK((*m)->data == "pong-ok");
+}
+
+TEST_CASE("a server-initiated close ends the stream with its code and reason", "[websocket]") {
+  Context context;
+  wstest::PeerProcess peer(PeerArgs({}));
+  auto ws = ConnectSync(context, LocalTarget(peer.Port()));
+  REQUIRE(ws);
+  auto inbox = StartCollecting(**ws);
+  REQUIRE(SendSync(**ws, "close"));
+  auto m = inbox->Pop();
+  REQUIRE(m);
+  REQUIRE(!*m);
+  CHECK(m->error().code == Errc::connection_lost);
+  CHECK(m->error().message.find("4000") != std::string::npos);
+  CHECK(m->error().message.find("bye") != std::string::npos);
+  // Nothing follows the final error; a later send fails rather than hangs.
+  CHECK(!inbox->Pop(std::chrono::milliseconds(200)));
+  CHECK(!SendSync(**ws, "late"));
+}
+
+TEST_CASE("an oversized message is rejected naming the bound", "[websocket]") {
+  Context context;
+  wstest::PeerProcess peer(PeerArgs({}));
+  SECTION("the default 16 MiB bound, one frame") {
+    auto ws = ConnectSync(context, LocalTarget(peer.Port()));
+    REQUIRE(ws);
+    auto inbox = StartCollecting(**ws);
+    REQUIRE(SendSync(**ws, "big " + std::to_string(kMaxWsMessageBytes + 1)));
+    auto m = inbox->Pop();
+    REQUIRE(m);
+    REQUIRE(!*m);
+    CHECK(m->error().code == Errc::too_large);
+    CHECK(m->error().message.find("kMaxWsMessageBytes") != std::string::npos);
+  }
+  SECTION("a smaller bound, across fragments") {
+    WsTarget target = LocalTarget(peer.Port());
+    target.max_message = 4000;
+    auto ws = ConnectSync(context, target);
+    REQUIRE(ws);
+    auto inbox = StartCollecting(**ws);
+    REQUIRE(SendSync(**ws, "frag 3000 1000"));  // within the bound
+    auto m = inbox->Pop();
+    REQUIRE(m);
+    INFO(Why(m));
+    REQUIRE(*m);
+    CHECK((*m)->data.size() == 3000);
+    REQUIRE(SendSync(**ws, "frag 5000 1000"));
+    m = inbox->Pop();
+    REQUIRE(m);
+    REQUIRE(!*m);
+    CHECK(m->error().code == Errc::too_large);
+  }
+}
+
+TEST_CASE("401 and 403 answers carry the Kubernetes Status message", "[websocket]") {
+  Context context;
+  SECTION("401 without the token, accepted with it") {
+    wstest::PeerProcess peer(PeerArgs({"--token", "s3cret"}));
+    auto ws = ConnectSync(context, LocalTarget(peer.Port()));
+    REQUIRE(!ws);
+    CHECK(ws.error().code == Errc::unauthorized);
+    CHECK(ws.error().http_status == 401);
+    CHECK(ws.error().message.find("401") != std::string::npos);
+    CHECK(ws.error().message.find("Unauthorized") != std::string::npos);
+    WsTarget target = LocalTarget(peer.Port());
+    target.headers.emplace_back("Authorization", "Bearer s3cret");
+    auto ok = ConnectSync(context, target);
+    REQUIRE(ok);
+    auto inbox = StartCollecting(**ok);
+    REQUIRE(SendSync(**ok, "headers"));
+    auto m = inbox->Pop();
+    REQUIRE(m);
+    INFO(Why(m));
+    REQUIRE(*m);
+    CHECK((*m)->data == "auth:Bearer s3cret");
+  }
+  SECTION("403") {
+    wstest::PeerProcess peer(PeerArgs({"--forbid"}));
+    auto ws = ConnectSync(context, LocalTarget(peer.Port()));
+    REQUIRE(!ws);
+    CHECK(ws.error().code == Errc::forbidden);
+    CHECK(ws.error().message.find("cannot create resource \"pods/exec\"") != std::string::npos);
+  }
+}
+
+TEST_CASE("TLS: verified against a per-test CA, wrong CA, hostname mismatch, client certificates", "[websocket]") {
+  wstest::TempDir dir;
+  auto pki = wstest::MakePki(dir);
+  Context context;
+  auto tls_target = [&](int port) {
+    WsTarget t = LocalTarget(port, true);
+    t.tls.ca_pem = pki.Pem(pki.ca_crt);
+    return t;
+  };
+  SECTION("server auth") {
+    wstest::PeerProcess peer(PeerArgs({"--cert", pki.server_crt, "--key", pki.server_key}));
+    REQUIRE(peer.Port() > 0);
+    {
+      auto ws = ConnectSync(context, tls_target(peer.Port()));
+      REQUIRE(ws);
+      auto inbox = StartCollecting(**ws);
+      REQUIRE(SendSync(**ws, "over tls"));
+      auto m = inbox->Pop();
+      REQUIRE(m);
+      REQUIRE(*m);
+      CHECK((*m)->data == "over tls");
+    }
+    {
+      WsTarget t = tls_target(peer.Port());
+      t.host = "localhost";  // verified as a DNS name, sent as SNI
+      auto ws = ConnectSync(context, t);
+      CHECK(ws);
+    }
+    {
+      WsTarget t = tls_target(peer.Port());
+      t.tls.ca_pem = pki.Pem(pki.other_ca_crt);
+      auto ws = ConnectSync(context, t);
+      REQUIRE(!ws);
+      CHECK(ws.error().code == Errc::connection_failed);
+      CHECK(ws.error().message.find("certificate verification failed") != std::string::npos);
+    }
+    {
+      WsTarget t = tls_target(peer.Port());
+      t.tls.server_name = "kubernetes.example";  // not in the certificate
+      auto ws = ConnectSync(context, t);
+      REQUIRE(!ws);
+      CHECK(ws.error().code == Errc::connection_failed);
+      CHECK(ws.error().message.find("kubernetes.example") != std::string::npos);
+    }
+    {
+      // insecure-skip-tls-verify accepts the unknown CA, and only because the config says so.
+      WsTarget t = tls_target(peer.Port());
+      t.tls.ca_pem = pki.Pem(pki.other_ca_crt);
+      t.tls.insecure = true;
+      CHECK(ConnectSync(context, t));
+    }
+  }
+  SECTION("client certificate required by the server") {
+    wstest::PeerProcess peer(
+        PeerArgs({"--cert", pki.server_crt, "--key", pki.server_key, "--client-ca", pki.ca_crt}));
+    REQUIRE(peer.Port() > 0);
+    {
+      auto ws = ConnectSync(context, tls_target(peer.Port()));
+      CHECK(!ws);  // TLS 1.3: the refusal may surface during the upgrade rather than the handshake
+    }
+    WsTarget t = tls_target(peer.Port());
+    t.tls.cert_pem = pki.Pem(pki.client_crt);
+    t.tls.key_pem = pki.Pem(pki.client_key);
+    auto ws = ConnectSync(context, t);
+    REQUIRE(ws);
+    auto inbox = StartCollecting(**ws);
+    REQUIRE(SendSync(**ws, "mtls"));
+    auto m = inbox->Pop();
+    REQUIRE(m);
+    INFO(Why(m));
+    REQUIRE(*m);
+    CHECK((*m)->data == "mtls");
+  }
+  SECTION("a key that does not match the certificate is a configuration error") {
+    WsTarget t = tls_target(1);
+    t.tls.cert_pem = pki.Pem(pki.client_crt);
+    t.tls.key_pem = pki.Pem(pki.server_key);
+    auto ws = ConnectSync(context, t);
+    REQUIRE(!ws);
+    CHECK(ws.error().code == Errc::invalid_argument);
+  }
+}
+
+TEST_CASE("through an HTTP CONNECT proxy", "[websocket]") {
+  Context context;
+  wstest::PeerProcess server(PeerArgs({}));
+  wstest::PeerProcess proxy(PeerArgs({"--proxy"}));
+  REQUIRE(proxy.Port() > 0);
+  WsTarget t = LocalTarget(server.Port());
+  t.host = "apiserver.invalid";  // resolvable only by the proxy
+  t.proxy = "http://127.0.0.1:" + std::to_string(proxy.Port());
+  auto ws = ConnectSync(context, t);
+  REQUIRE(ws);
+  auto inbox = StartCollecting(**ws);
+  REQUIRE(SendSync(**ws, "tunnelled"));
+  auto m = inbox->Pop();
+  REQUIRE(m);
+  INFO(Why(m));
+  REQUIRE(*m);
+  CHECK((*m)->data == "tunnelled");
+  // Without the proxy the name does not resolve: the tunnel was really used.
+  t.proxy.clear();
+  CHECK(!ConnectSync(context, t));
+}
+
+TEST_CASE("every wait has a deadline: a server that never answers the upgrade", "[websocket]") {
+  Context context;
+  asio::io_context io;
+  asio::ip::tcp::acceptor acceptor(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  asio::ip::tcp::socket silent(io);
+  std::thread accept_thread([&] {
+    std::error_code ec;
+    acceptor.accept(silent, ec);
+  });
+  WsTarget t = LocalTarget(acceptor.local_endpoint().port());
+  t.handshake_timeout = std::chrono::milliseconds(300);
+  auto ws = ConnectSync(context, t);
+  accept_thread.join();
+  REQUIRE(!ws);
+  CHECK(ws.error().code == Errc::timeout);
+  CHECK(ws.error().message.find("handshake") != std::string::npos);
+}
+
+TEST_CASE("connection refused is a connection error naming the target", "[websocket]") {
+  Context context;
+  asio::io_context io;
+  // Bind and close a socket to find a port nobody listens on.
+  asio::ip::tcp::acceptor acceptor(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  int port = acceptor.local_endpoint().port();
+  acceptor.close();
+  auto ws = ConnectSync(context, LocalTarget(port));
+  REQUIRE(!ws);
+  CHECK(ws.error().code == Errc::connection_failed);
+  CHECK(ws.error().message.find("127.0.0.1:" + std::to_string(port)) != std::string::npos);
+}
