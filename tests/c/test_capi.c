@@ -519,7 +519,7 @@ static void long_turn_fixture(fixture *fx) {
   snprintf(fx->socket_path, sizeof fx->socket_path, "%s/runtime.sock", fx->dir);
   REQUIRE(st_context_new(&fx->context, NULL) == ST_OK);
   ro.socket_path = fx->socket_path;
-  ro.echo_delay_ms = 200; /* a long prompt then streams for many seconds: time to cancel it */
+  ro.echo_delay_ms = 2000; /* three paced deltas: a turn of several seconds, time to cancel it */
   REQUIRE(st_local_runtime_start(&fx->runtime, &ro) == ST_OK);
   REQUIRE(st_driver_new_unix(&fx->driver, fx->context, fx->socket_path) == ST_OK);
 }
@@ -704,11 +704,11 @@ static void test_exec_driver(void) {
 
 /* A script provider that asks one question, then replies with what it got. */
 static const char *kQuestionScript =
-    "{\"steps\": ["
-    "{\"ask\": {\"inputId\": \"q-1\", \"questions\": [{\"id\": \"color\", \"header\": \"Color\", "
-    "\"question\": \"Which color?\", \"options\": [{\"label\": \"red\"}, {\"label\": \"blue\"}]}]}},"
-    "{\"message\": \"got an answer\"}"
-    "]}";
+    "{\"turns\": [{\"steps\": ["
+    "{\"type\": \"question\", \"inputId\": \"q-1\", \"questions\": [{\"id\": \"color\", \"header\": \"Color\", "
+    "\"question\": \"Which color?\", \"options\": [{\"label\": \"red\"}, {\"label\": \"blue\"}]}]},"
+    "{\"type\": \"message\", \"text\": \"done asking\"}"
+    "]}]}";
 
 typedef struct question_state {
   latch asked;
@@ -787,6 +787,7 @@ static void test_question_answered_from_thread(void) {
   CHECK(q.option_count == 2);
   CHECK(strcmp(q.first_label, "red") == 0);
   CHECK(st_turn_result_status(res) == ST_TURN_COMPLETED);
+  CHECK(strstr(st_turn_result_text(res), "Answers: color=blue") != NULL);
   CHECK(st_turn_result_questions_answered(res) == 1);
   CHECK(st_turn_result_questions_declined(res) == 0);
   st_turn_result_free(res);
@@ -811,6 +812,7 @@ static void test_question_never_answered(void) {
   CHECK(latch_wait(&q.asked, 1));
   CHECK(st_turn_result_questions_declined(res) == 1);
   CHECK(st_turn_result_questions_answered(res) == 0);
+  CHECK(strstr(st_turn_result_text(res), "declined") != NULL);
   /* The responder outlives its turn: using it now is refused, freeing it is fine. */
   CHECK(st_responder_decline(q.responder) == ST_E_REJECTED);
   CHECK(strstr(st_last_error(), "q-1") != NULL);

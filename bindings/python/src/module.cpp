@@ -322,6 +322,11 @@ class PyEventStream {
   void Close() {
     py::gil_scoped_release release;
     handle_.Stop();
+    {
+      std::lock_guard lock(state_->mutex);
+      state_->ended = true;  // iteration ends now, whatever the end handler reports later
+    }
+    state_->cv.notify_all();
   }
   std::int64_t last_event_id() const { return handle_.last_event_id(); }
   std::string journal_id() const { return handle_.journal_id(); }
