@@ -1,0 +1,88 @@
+// Connections to a Session runtime through the Kubernetes `pods/exec` subresource: a WebSocket
+// (v5.channel.k8s.io, else v4) to the API server running `kelos-session-runtime client` in the Pod,
+// with stdin/stdout as the line stream, stderr kept as diagnostics and the exit status as the end.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sessionturn/connection.hpp"
+#include "sessionturn/context.hpp"
+#include "sessionturn/error.hpp"
+
+namespace sessionturn {
+
+class KubeConfig;
+
+// The container and program the exec runs (PROTOCOL.md §1).
+inline constexpr const char* kKelosAgentContainer = "kelos-agent";
+inline const std::vector<std::string>& DefaultExecCommand() {
+  static const std::vector<std::string> command{"/kelos/bin/kelos-session-runtime", "client"};
+  return command;
+}
+
+// The sub-protocols offered, in order of preference (v5 adds the stdin half-close).
+inline constexpr const char* kExecProtocolV5 = "v5.channel.k8s.io";
+inline constexpr const char* kExecProtocolV4 = "v4.channel.k8s.io";
+
+// How to reach the API server, everything in memory. Built from a KubeConfig by the KubeConfig
+// constructor of KubeExecConnector, or by hand (tests, callers with their own credentials).
+struct KubeExecEndpoint {
+  std::string server;           // "https://host:port" (optionally with a path prefix); http:// for tests
+  std::string ca_pem;           // empty: the system trust store
+  std::string client_cert_pem;  // empty: no client certificate
+  std::string client_key_pem;
+  std::string tls_server_name;  // SNI and the verified name; empty: the server URL's host
+  bool insecure_skip_tls_verify = false;
+  // "http://proxy:3128"; empty: HTTPS_PROXY / NO_PROXY from the environment.
+  std::string proxy_url;
+  // Returns the bearer token ("" for none). Called on every connect, off the Context's workers when
+  // it may block (a KubeConfig's may run an exec plugin). Empty function: no Authorization header.
+  std::function<Result<std::string>()> bearer_token;
+  std::chrono::milliseconds connect_timeout{30'000};    // DNS + TCP + proxy + TLS
+  std::chrono::milliseconds handshake_timeout{30'000};  // the HTTP upgrade
+  std::chrono::milliseconds close_timeout{5'000};       // waiting for the server's close frame
+};
+
+// Makes exec connections to one Pod. Thread-safe; AsyncConnect may be called again to reconnect.
+// Errors of AsyncConnect: Errc::unauthorized / forbidden / not_found for 401/403/404 (with the
+// API's Status message), connection_failed for DNS/TCP/TLS/proxy failures (TLS verification with
+// OpenSSL's reason), protocol_error for a bad handshake (no agreed sub-protocol, wrong accept key),
+// timeout naming the phase. The Connection's end: Errc::connection_lost with the remote exit status
+// ("exited with code 3 (NonZeroExitCode)") or the transport's reason.
+class KubeExecConnector : public Connector {
+ public:
+  KubeExecConnector(Context& context, KubeExecEndpoint endpoint, std::string namespace_name, std::string pod,
+                    std::string container = kKelosAgentContainer,
+                    std::vector<std::string> command = DefaultExecCommand(), ConnectionLimits limits = {});
+  // From a cluster configuration: its server, TLS material, proxy-url and BearerToken().
+  KubeExecConnector(Context& context, const KubeConfig& kube, std::string namespace_name, std::string pod,
+                    std::string container = kKelosAgentContainer,
+                    std::vector<std::string> command = DefaultExecCommand(), ConnectionLimits limits = {});
+  ~KubeExecConnector() override;
+
+  void AsyncConnect(ConnectHandler handler) override;
+  std::string Describe() const override;  // "kube-exec:ns/pod"
+
+  // "/api/v1/namespaces/ns/pods/pod/exec?container=...&command=...&stdin=true&stdout=true&stderr=true"
+  std::string ExecPath() const;
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+// The endpoint of a KubeConfig (server, TLS, proxy-url, BearerToken as the token source).
+KubeExecEndpoint ExecEndpointFromConfig(const KubeConfig& kube);
+
+// Convenience: a shared KubeExecConnector.
+std::shared_ptr<Connector> MakeKubeExecConnector(Context& context, const KubeConfig& kube, std::string namespace_name,
+                                                 std::string pod, std::string container = kKelosAgentContainer,
+                                                 std::vector<std::string> command = DefaultExecCommand(),
+                                                 ConnectionLimits limits = {});
+
+}  // namespace sessionturn

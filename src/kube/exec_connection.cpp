@@ -1,0 +1,329 @@
+#include "kube/exec_connection.hpp"
+
+#include <cstdlib>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+
+namespace sessionturn::kube {
+
+namespace {
+
+// A status-channel message larger than this is not a Status object; we refuse to parse it.
+constexpr std::size_t kMaxStatusBytes = 64u << 10;
+// How much of the stderr tail an error message quotes (Diagnostics() keeps the full 4 KiB).
+constexpr std::size_t kStderrInErrorBytes = 512;
+
+std::string Tail(std::string_view s, std::size_t n) {
+  return std::string(s.size() > n ? s.substr(s.size() - n) : s);
+}
+
+std::string TrimNewlines(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+std::string UrlEncodeComponent(std::string_view value) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(value.size());
+  for (unsigned char c : value) {
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+        c == '.' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  return out;
+}
+
+std::string ExecPath(std::string_view namespace_name, std::string_view pod, std::string_view container,
+                     const std::vector<std::string>& command) {
+  std::string path = "/api/v1/namespaces/" + UrlEncodeComponent(namespace_name) + "/pods/" + UrlEncodeComponent(pod) +
+                     "/exec?container=" + UrlEncodeComponent(container);
+  for (const auto& arg : command) path += "&command=" + UrlEncodeComponent(arg);
+  path += "&stdin=true&stdout=true&stderr=true";
+  return path;
+}
+
+Error ExecStatusToError(std::string_view status_json, std::string_view where, std::string_view stderr_tail) {
+  auto json = nlohmann::json::parse(status_json, nullptr, false);
+  if (json.is_discarded() || !json.is_object())
+    return Error(Errc::protocol_error, std::string(where) + ": the exec status channel sent something that is not a "
+                                                            "Status object: \"" +
+                                           Tail(status_json, 120) + "\"");
+  std::string status = json.value("status", "");
+  if (status == "Success")
+    return Error(Errc::connection_lost,
+                 std::string(where) + ": the exec stream ended: the remote command exited successfully");
+  std::string message = json.value("message", "");
+  std::string reason = json.value("reason", "");
+  std::string exit_code;
+  if (auto details = json.find("details"); details != json.end() && details->is_object()) {
+    if (auto causes = details->find("causes"); causes != details->end() && causes->is_array()) {
+      for (const auto& cause : *causes) {
+        if (cause.is_object() && cause.value("reason", "") == "ExitCode") exit_code = cause.value("message", "");
+      }
+    }
+  }
+  std::string text = std::string(where) + ": the remote command failed";
+  if (!exit_code.empty()) text += " with exit code " + exit_code;
+  if (!reason.empty()) text += " (" + reason + ")";
+  if (!message.empty()) text += ": " + message;
+  std::string tail = TrimNewlines(Tail(stderr_tail, kStderrInErrorBytes));
+  if (!tail.empty()) text += "; stderr: " + tail;
+  return Error(Errc::connection_lost, text);
+}
+
+ExecConnection::ExecConnection(Context& context, std::shared_ptr<WebSocket> socket, std::string describe,
+                               ConnectionLimits limits)
+    : socket_(std::move(socket)), describe_(std::move(describe)), lines_(limits, describe_, &context) {}
+
+ExecConnection::~ExecConnection() { socket_->Abort(); }
+
+void ExecConnection::Begin() {
+  // A weak reference: the socket's handler must not keep this connection alive (the connection owns
+  // the socket), so dropping the last Connection reference aborts the socket.
+  std::weak_ptr<ExecConnection> weak = shared_from_this();
+  socket_->Start([weak](Result<WebSocket::Message> message) {
+    if (auto self = weak.lock()) self->OnMessage(std::move(message));
+  });
+}
+
+void ExecConnection::OnMessage(Result<WebSocket::Message> message) {
+  if (closed_) return;
+  if (!message) {
+    // The socket ended. After a status the status is the end state; otherwise the transport's reason.
+    Error error = message.error();
+    std::string tail = TrimNewlines(Tail(Diagnostics(), kStderrInErrorBytes));
+    if (!tail.empty()) error.message += "; stderr: " + tail;
+    EndWith(std::move(error));
+    return;
+  }
+  const std::string& data = message->data;
+  if (data.empty()) return;  // keep-alive messages carry no stream byte
+  const auto channel = static_cast<unsigned char>(data[0]);
+  std::string_view payload = std::string_view(data).substr(1);
+  switch (channel) {
+    case exec_channel::kStdout:
+      if (!lines_.Feed(payload)) socket_->AsyncClose(1000, nullptr);
+      break;
+    case exec_channel::kStderr: AppendStderr(payload); break;
+    case exec_channel::kStatus:
+      if (payload.size() > kMaxStatusBytes) {
+        EndWith(Error(Errc::protocol_error, describe_ + ": the exec status message is larger than " +
+                                                std::to_string(kMaxStatusBytes) + " bytes"));
+      } else {
+        EndWith(ExecStatusToError(payload, describe_, Diagnostics()));
+      }
+      status_seen_ = true;
+      break;
+    default:
+      // Stream 0 and 4 are ours to send; 255 from a server and unknown streams carry nothing we use.
+      break;
+  }
+}
+
+void ExecConnection::AppendStderr(std::string_view bytes) {
+  std::lock_guard<std::mutex> lock(diag_mutex_);
+  stderr_tail_.append(bytes);
+  if (stderr_tail_.size() > kDiagnosticsTailBytes) stderr_tail_.erase(0, stderr_tail_.size() - kDiagnosticsTailBytes);
+}
+
+void ExecConnection::EndWith(Error error) {
+  if (status_seen_) return;  // the status already named the end; the close that follows adds nothing
+  lines_.Finish(std::move(error));
+}
+
+void ExecConnection::AsyncReadLine(LineHandler handler) {
+  asio::post(socket_->executor(), [self = shared_from_this(), handler = std::move(handler)]() mutable {
+    self->lines_.Read(std::move(handler));
+  });
+}
+
+void ExecConnection::AsyncWrite(std::string line, WriteHandler done) {
+  asio::post(socket_->executor(), [self = shared_from_this(), line = std::move(line), done = std::move(done)]() mutable {
+    if (self->closed_) {
+      if (done) done(Fail(Errc::cancelled, self->describe_ + ": the connection was closed"));
+      return;
+    }
+    std::string frame;
+    frame.reserve(line.size() + 2);
+    frame.push_back(static_cast<char>(exec_channel::kStdin));
+    frame.append(line);
+    frame.push_back('\n');
+    self->socket_->Send(std::move(frame), /*binary=*/true, std::move(done));
+  });
+}
+
+void ExecConnection::AsyncCloseStdin(WriteHandler done) {
+  asio::post(socket_->executor(), [self = shared_from_this(), done = std::move(done)]() mutable {
+    if (!self->IsV5()) {
+      if (done)
+        done(Fail(Errc::invalid_argument, self->describe_ + ": " + self->Protocol() +
+                                              " has no stdin half-close; close the connection instead"));
+      return;
+    }
+    std::string frame{static_cast<char>(exec_channel::kClose), static_cast<char>(exec_channel::kStdin)};
+    self->socket_->Send(std::move(frame), /*binary=*/true, std::move(done));
+  });
+}
+
+void ExecConnection::Close() {
+  asio::post(socket_->executor(), [self = shared_from_this()] {
+    if (self->closed_) return;
+    self->closed_ = true;
+    self->lines_.Fail(Error(Errc::cancelled, self->describe_ + ": the connection was closed"));
+    // v5: tell the remote process its input ended before hanging up, so it exits cleanly.
+    if (self->IsV5()) {
+      std::string frame{static_cast<char>(exec_channel::kClose), static_cast<char>(exec_channel::kStdin)};
+      self->socket_->Send(std::move(frame), /*binary=*/true, nullptr);
+    }
+    // The close handshake keeps `self` (and so the socket) alive until it completes or times out.
+    self->socket_->AsyncClose(1000, [self](Status) {});
+  });
+}
+
+std::string ExecConnection::Diagnostics() const {
+  std::lock_guard<std::mutex> lock(diag_mutex_);
+  return stderr_tail_;
+}
+
+}  // namespace sessionturn::kube
+
+namespace sessionturn {
+
+struct KubeExecConnector::Impl : std::enable_shared_from_this<KubeExecConnector::Impl> {
+  Context& context;
+  KubeExecEndpoint endpoint;
+  std::string namespace_name;
+  std::string pod;
+  std::string container;
+  std::vector<std::string> command;
+  ConnectionLimits limits;
+
+  Impl(Context& c, KubeExecEndpoint e, std::string ns, std::string p, std::string ctr, std::vector<std::string> cmd,
+       ConnectionLimits l)
+      : context(c),
+        endpoint(std::move(e)),
+        namespace_name(std::move(ns)),
+        pod(std::move(p)),
+        container(std::move(ctr)),
+        command(std::move(cmd)),
+        limits(l) {}
+
+  std::string Describe() const { return "kube-exec:" + namespace_name + "/" + pod; }
+
+  // Splits the server URL into the target; the path prefix of the URL (a proxied API server) is kept.
+  Result<kube::WsTarget> Target() const {
+    std::string_view url = endpoint.server;
+    kube::WsTarget target;
+    if (url.rfind("https://", 0) == 0) {
+      url.remove_prefix(8);
+      target.use_tls = true;
+      target.port = 443;
+    } else if (url.rfind("http://", 0) == 0) {
+      url.remove_prefix(7);
+      target.use_tls = false;
+      target.port = 80;
+    } else {
+      return Fail(Errc::invalid_argument, "the API server URL \"" + endpoint.server + "\" is not http(s)://");
+    }
+    std::size_t slash = url.find('/');
+    std::string_view authority = url.substr(0, slash);
+    std::string prefix = slash == std::string_view::npos ? std::string() : std::string(url.substr(slash));
+    while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
+    std::string_view host = authority;
+    std::string_view port;
+    if (!authority.empty() && authority.front() == '[') {
+      std::size_t close = authority.find(']');
+      if (close == std::string_view::npos)
+        return Fail(Errc::invalid_argument, "the API server URL \"" + endpoint.server + "\" has a bad IPv6 host");
+      host = authority.substr(1, close - 1);
+      if (close + 1 < authority.size() && authority[close + 1] == ':') port = authority.substr(close + 2);
+    } else if (std::size_t colon = authority.rfind(':'); colon != std::string_view::npos) {
+      host = authority.substr(0, colon);
+      port = authority.substr(colon + 1);
+    }
+    if (host.empty()) return Fail(Errc::invalid_argument, "the API server URL \"" + endpoint.server + "\" has no host");
+    target.host = std::string(host);
+    if (!port.empty()) {
+      int p = std::atoi(std::string(port).c_str());
+      if (p <= 0 || p > 65535)
+        return Fail(Errc::invalid_argument, "the API server URL \"" + endpoint.server + "\" has a bad port");
+      target.port = static_cast<std::uint16_t>(p);
+    }
+    target.path = prefix + kube::ExecPath(namespace_name, pod, container, command);
+    target.tls.ca_pem = endpoint.ca_pem;
+    target.tls.cert_pem = endpoint.client_cert_pem;
+    target.tls.key_pem = endpoint.client_key_pem;
+    target.tls.server_name = endpoint.tls_server_name;
+    target.tls.insecure = endpoint.insecure_skip_tls_verify;
+    target.proxy = endpoint.proxy_url.empty() ? kube::ProxyFromEnvironment(target.host, target.use_tls)
+                                              : endpoint.proxy_url;
+    target.subprotocols = {kExecProtocolV5, kExecProtocolV4};
+    target.connect_timeout = endpoint.connect_timeout;
+    target.handshake_timeout = endpoint.handshake_timeout;
+    target.close_timeout = endpoint.close_timeout;
+    return target;
+  }
+
+  void Connect(ConnectHandler handler) {
+    auto self = shared_from_this();
+    auto fail = [this](ConnectHandler& h, Error e) {
+      e.message = Describe() + ": " + e.message;
+      context.Post([h = std::move(h), e = std::move(e)] { h(Fail(e)); });
+    };
+    auto target = Target();
+    if (!target) return fail(handler, target.error());
+    if (endpoint.bearer_token) {
+      auto token = endpoint.bearer_token();
+      if (!token) return fail(handler, token.error());
+      if (!token->empty()) target->headers.emplace_back("Authorization", "Bearer " + *token);
+    }
+    kube::WebSocket::AsyncConnect(
+        context, std::move(*target), [self, handler = std::move(handler)](Result<std::shared_ptr<kube::WebSocket>> ws) {
+          if (!ws) {
+            Error e = ws.error();
+            e.message = self->Describe() + ": " + e.message;
+            return handler(Fail(std::move(e)));
+          }
+          auto connection = std::make_shared<kube::ExecConnection>(self->context, std::move(*ws), self->Describe(),
+                                                                   self->limits);
+          connection->Begin();
+          handler(std::shared_ptr<Connection>(std::move(connection)));
+        });
+  }
+};
+
+KubeExecConnector::KubeExecConnector(Context& context, KubeExecEndpoint endpoint, std::string namespace_name,
+                                     std::string pod, std::string container, std::vector<std::string> command,
+                                     ConnectionLimits limits)
+    : impl_(std::make_shared<Impl>(context, std::move(endpoint), std::move(namespace_name), std::move(pod),
+                                   std::move(container), std::move(command), limits)) {}
+
+KubeExecConnector::~KubeExecConnector() = default;
+
+void KubeExecConnector::AsyncConnect(ConnectHandler handler) {
+  auto impl = impl_;
+  // The token source may block (a token file, an exec plugin); never on a Context worker.
+  if (impl->endpoint.bearer_token && impl->context.InWorkerThread()) {
+    std::thread([impl, handler = std::move(handler)]() mutable { impl->Connect(std::move(handler)); }).detach();
+    return;
+  }
+  impl->Connect(std::move(handler));
+}
+
+std::string KubeExecConnector::Describe() const { return impl_->Describe(); }
+
+std::string KubeExecConnector::ExecPath() const {
+  return kube::ExecPath(impl_->namespace_name, impl_->pod, impl_->container, impl_->command);
+}
+
+}  // namespace sessionturn

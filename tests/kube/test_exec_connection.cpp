@@ -1,0 +1,278 @@
+// The exec channel layer and KubeExecConnector against tests/fakes/kube_exec_ws.py (the pods/exec
+// side of the fake API server, standard-library Python) bridging to a unix-socket line echo peer.
+#include <catch2/catch.hpp>
+
+#include <future>
+#include <memory>
+
+#include "kube/exec_connection.hpp"
+#include "kube/ws_test_util.hpp"
+#include "sessionturn/context.hpp"
+#include "sessionturn/kube.hpp"
+#include "sessionturn/kube_exec.hpp"
+
+using namespace sessionturn;
+using wstest::kWait;
+
+namespace {
+
+using LineResult = Result<std::string>;
+
+struct ExecFake {
+  wstest::TempDir dir;
+  std::string socket_path = dir / "runtime.sock";
+  std::unique_ptr<wstest::PeerProcess> server;
+
+  explicit ExecFake(std::vector<std::string> extra, bool echo_peer = true) {
+    std::vector<std::string> argv{SESSIONTURN_PYTHON, wstest::Fake("kube_exec_ws.py"), "--pod-socket", socket_path};
+    if (echo_peer) argv.push_back("--echo-peer");
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    server = std::make_unique<wstest::PeerProcess>(argv);
+  }
+  KubeExecEndpoint Endpoint() const {
+    KubeExecEndpoint e;
+    e.server = "http://127.0.0.1:" + std::to_string(server->Port());
+    return e;
+  }
+};
+
+Result<std::shared_ptr<Connection>> ConnectSync(Connector& connector) {
+  auto promise = std::make_shared<std::promise<Result<std::shared_ptr<Connection>>>>();
+  auto future = promise->get_future();
+  connector.AsyncConnect([promise](Result<std::shared_ptr<Connection>> r) { promise->set_value(std::move(r)); });
+  if (future.wait_for(std::chrono::seconds(60)) != std::future_status::ready)
+    return Fail(Errc::internal, "the test gave up waiting for AsyncConnect");
+  return future.get();
+}
+
+LineResult ReadSync(Connection& c) {
+  auto promise = std::make_shared<std::promise<LineResult>>();
+  auto future = promise->get_future();
+  c.AsyncReadLine([promise](LineResult r) { promise->set_value(std::move(r)); });
+  if (future.wait_for(kWait) != std::future_status::ready) return Fail(Errc::internal, "no line within the deadline");
+  return future.get();
+}
+
+Status WriteSync(Connection& c, std::string line) {
+  auto promise = std::make_shared<std::promise<Status>>();
+  auto future = promise->get_future();
+  c.AsyncWrite(std::move(line), [promise](Status s) { promise->set_value(std::move(s)); });
+  if (future.wait_for(kWait) != std::future_status::ready) return Fail(Errc::internal, "write did not complete");
+  return future.get();
+}
+
+Status CloseStdinSync(kube::ExecConnection& c) {
+  auto promise = std::make_shared<std::promise<Status>>();
+  auto future = promise->get_future();
+  c.AsyncCloseStdin([promise](Status s) { promise->set_value(std::move(s)); });
+  if (future.wait_for(kWait) != std::future_status::ready) return Fail(Errc::internal, "close-stdin did not complete");
+  return future.get();
+}
+
+std::string Why(const LineResult& r) { return r ? *r : r.error().ToString(); }
+
+}  // namespace
+
+TEST_CASE("exec URL: one command= per argv element, URL-encoded", "[exec]") {
+  CHECK(kube::ExecPath("team-a", "session-1-pod", "kelos-agent", DefaultExecCommand()) ==
+        "/api/v1/namespaces/team-a/pods/session-1-pod/exec?container=kelos-agent"
+        "&command=%2Fkelos%2Fbin%2Fkelos-session-runtime&command=client&stdin=true&stdout=true&stderr=true");
+  CHECK(kube::ExecPath("n", "p", "c", {"sh", "-c", "echo a&b=c"}) ==
+        "/api/v1/namespaces/n/pods/p/exec?container=c&command=sh&command=-c&command=echo%20a%26b%3Dc"
+        "&stdin=true&stdout=true&stderr=true");
+  Context context;
+  KubeExecConnector connector(context, KubeExecEndpoint{}, "ns", "pod");
+  CHECK(connector.Describe() == "kube-exec:ns/pod");
+  CHECK(connector.ExecPath().find("container=kelos-agent") != std::string::npos);
+}
+
+TEST_CASE("exec status objects become the connection's end", "[exec]") {
+  auto ok = kube::ExecStatusToError(R"({"metadata":{},"status":"Success"})", "kube-exec:n/p", "");
+  CHECK(ok.code == Errc::connection_lost);
+  CHECK(ok.message.find("exited successfully") != std::string::npos);
+  auto failed = kube::ExecStatusToError(
+      R"({"metadata":{},"status":"Failure","message":"command terminated with non-zero exit code","reason":"NonZeroExitCode","details":{"causes":[{"reason":"ExitCode","message":"3"}]}})",
+      "kube-exec:n/p", "socket gone\n");
+  CHECK(failed.code == Errc::connection_lost);
+  CHECK(failed.message.find("exit code 3") != std::string::npos);
+  CHECK(failed.message.find("NonZeroExitCode") != std::string::npos);
+  CHECK(failed.message.find("stderr: socket gone") != std::string::npos);
+  CHECK(kube::ExecStatusToError("not json", "x", "").code == Errc::protocol_error);
+}
+
+TEST_CASE("exec v5: lines round-trip, stdin half-close ends the remote command cleanly", "[exec]") {
+  ExecFake fake({});
+  REQUIRE(fake.server->Port() > 0);
+  Context context;
+  KubeExecConnector connector(context, fake.Endpoint(), "team-a", "pod-1");
+  auto conn = ConnectSync(connector);
+  INFO((conn ? std::string() : conn.error().ToString()));
+  REQUIRE(conn);
+  auto exec = std::dynamic_pointer_cast<kube::ExecConnection>(*conn);
+  REQUIRE(exec);
+  CHECK(exec->Protocol() == kExecProtocolV5);
+  CHECK((*conn)->Describe() == "kube-exec:team-a/pod-1");
+
+  REQUIRE(WriteSync(**conn, R"({"type":"subscribe"})"));
+  REQUIRE(WriteSync(**conn, "second"));
+  auto line = ReadSync(**conn);
+  INFO(Why(line));
+  REQUIRE(line);
+  CHECK(*line == R"(echo:{"type":"subscribe"})");
+  line = ReadSync(**conn);
+  REQUIRE(line);
+  CHECK(*line == "echo:second");
+  // A line larger than one read and one frame of the bridge (1 MiB).
+  std::string big(1 << 20, 'x');
+  REQUIRE(WriteSync(**conn, big));
+  line = ReadSync(**conn);
+  REQUIRE(line);
+  CHECK(*line == "echo:" + big);
+
+  REQUIRE(CloseStdinSync(*exec));
+  line = ReadSync(**conn);
+  REQUIRE(line);
+  CHECK(*line == "eof-seen");  // stdout stays open after stdin closed
+  line = ReadSync(**conn);
+  REQUIRE(!line);
+  CHECK(line.error().code == Errc::connection_lost);
+  CHECK(line.error().message.find("exited successfully") != std::string::npos);
+}
+
+TEST_CASE("exec v4: lines round-trip, no half-close, Close cancels", "[exec]") {
+  ExecFake fake({"--v4-only"});
+  Context context;
+  KubeExecConnector connector(context, fake.Endpoint(), "ns", "pod");
+  auto conn = ConnectSync(connector);
+  REQUIRE(conn);
+  auto exec = std::dynamic_pointer_cast<kube::ExecConnection>(*conn);
+  CHECK(exec->Protocol() == kExecProtocolV4);
+  REQUIRE(WriteSync(**conn, "over v4"));
+  auto line = ReadSync(**conn);
+  INFO(Why(line));
+  REQUIRE(line);
+  CHECK(*line == "echo:over v4");
+  auto half = CloseStdinSync(*exec);
+  REQUIRE(!half);
+  CHECK(half.error().code == Errc::invalid_argument);
+
+  auto promise = std::make_shared<std::promise<LineResult>>();
+  (*conn)->AsyncReadLine([promise](LineResult r) { promise->set_value(std::move(r)); });
+  (*conn)->Close();
+  auto future = promise->get_future();
+  REQUIRE(future.wait_for(kWait) == std::future_status::ready);
+  auto pending = future.get();
+  REQUIRE(!pending);
+  CHECK(pending.error().code == Errc::cancelled);
+  auto later = WriteSync(**conn, "after close");
+  REQUIRE(!later);
+  CHECK(later.error().code == Errc::cancelled);
+}
+
+TEST_CASE("exec: stderr is captured and a Failure status names the exit code", "[exec]") {
+  ExecFake fake({"--exit-code", "3", "--stderr", "kelos-session-runtime: runtime crashed\n"});
+  Context context;
+  KubeExecConnector connector(context, fake.Endpoint(), "ns", "pod");
+  auto conn = ConnectSync(connector);
+  REQUIRE(conn);
+  REQUIRE(WriteSync(**conn, "before"));
+  auto line = ReadSync(**conn);
+  REQUIRE(line);
+  CHECK(*line == "echo:before");
+  REQUIRE(WriteSync(**conn, "quit"));  // the echo peer hangs up: the remote command "exits 3"
+  line = ReadSync(**conn);
+  REQUIRE(!line);
+  CHECK(line.error().code == Errc::connection_lost);
+  CHECK(line.error().message.find("exit code 3") != std::string::npos);
+  CHECK(line.error().message.find("runtime crashed") != std::string::npos);
+  CHECK((*conn)->Diagnostics().find("kelos-session-runtime: runtime crashed") != std::string::npos);
+}
+
+TEST_CASE("exec: the runtime socket is down", "[exec]") {
+  ExecFake fake({}, /*echo_peer=*/false);
+  Context context;
+  KubeExecConnector connector(context, fake.Endpoint(), "ns", "pod");
+  auto conn = ConnectSync(connector);
+  REQUIRE(conn);
+  auto line = ReadSync(**conn);
+  REQUIRE(!line);
+  CHECK(line.error().code == Errc::connection_lost);
+  CHECK(line.error().message.find("exit code 1") != std::string::npos);
+  CHECK((*conn)->Diagnostics().find("dial unix") != std::string::npos);
+}
+
+TEST_CASE("exec: a stream dropped mid-way is connection_lost, not a clean end", "[exec]") {
+  ExecFake fake({"--drop-after", "12"});
+  Context context;
+  KubeExecConnector connector(context, fake.Endpoint(), "ns", "pod");
+  auto conn = ConnectSync(connector);
+  REQUIRE(conn);
+  REQUIRE(WriteSync(**conn, "a-long-line-that-is-cut"));
+  auto line = ReadSync(**conn);
+  REQUIRE(!line);  // the partial line is never delivered
+  CHECK(line.error().code == Errc::connection_lost);
+  CHECK(line.error().message.find("exited") == std::string::npos);
+}
+
+TEST_CASE("exec: bearer token from the endpoint and from a KubeConfig; 401 without it", "[exec]") {
+  ExecFake fake({"--token", "tok-123"});
+  Context context;
+  {
+    KubeExecConnector connector(context, fake.Endpoint(), "ns", "pod");
+    auto conn = ConnectSync(connector);
+    REQUIRE(!conn);
+    CHECK(conn.error().code == Errc::unauthorized);
+    CHECK(conn.error().http_status == 401);
+    CHECK(conn.error().message.find("kube-exec:ns/pod") != std::string::npos);
+  }
+  {
+    KubeExecEndpoint endpoint = fake.Endpoint();
+    endpoint.bearer_token = [] { return Result<std::string>("tok-123"); };
+    KubeExecConnector connector(context, endpoint, "ns", "pod");
+    auto conn = ConnectSync(connector);
+    REQUIRE(conn);
+    REQUIRE(WriteSync(**conn, "authorised"));
+    auto line = ReadSync(**conn);
+    REQUIRE(line);
+    CHECK(*line == "echo:authorised");
+  }
+  {
+    KubeConfig kube = KubeConfig::FromParts(fake.Endpoint().server, KubeTls{}, "tok-123", "ns");
+    auto connector = MakeKubeExecConnector(context, kube, "ns", "pod");
+    auto conn = ConnectSync(*connector);
+    INFO((conn ? std::string() : conn.error().ToString()));
+    REQUIRE(conn);
+    REQUIRE(WriteSync(**conn, "via kubeconfig"));
+    auto line = ReadSync(**conn);
+    REQUIRE(line);
+    CHECK(*line == "echo:via kubeconfig");
+  }
+  {
+    // A token source that fails is reported, not turned into an anonymous request.
+    KubeExecEndpoint endpoint = fake.Endpoint();
+    endpoint.bearer_token = [] { return Result<std::string>(Fail(Errc::unauthorized, "exec plugin exited 1")); };
+    KubeExecConnector connector(context, endpoint, "ns", "pod");
+    auto conn = ConnectSync(connector);
+    REQUIRE(!conn);
+    CHECK(conn.error().message.find("exec plugin exited 1") != std::string::npos);
+  }
+}
+
+TEST_CASE("exec: dropping the last reference without Close releases the socket", "[exec]") {
+  ExecFake fake({});
+  Context context;
+  KubeExecConnector connector(context, fake.Endpoint(), "ns", "pod");
+  std::weak_ptr<Connection> weak;
+  {
+    auto conn = ConnectSync(connector);
+    REQUIRE(conn);
+    REQUIRE(WriteSync(**conn, "x"));
+    REQUIRE(ReadSync(**conn));
+    weak = *conn;
+  }
+  // Handlers posted by the last operations may still hold it for a moment.
+  auto deadline = std::chrono::steady_clock::now() + kWait;
+  while (!weak.expired() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(weak.expired());
+}
