@@ -1,0 +1,59 @@
+"""Builds the `_sessionturn` extension with the project's CMake build (the C++ library and its
+dependencies come from the repository root, two directories up), then packages it with the facade.
+
+    pip install --no-build-isolation ./bindings/python
+
+Environment: SESSIONTURN_CMAKE_ARGS (extra CMake arguments), SESSIONTURN_BUILD_DIR (reuse a build
+directory instead of a temporary one), SESSIONTURN_JOBS (parallel jobs, default 2)."""
+import glob
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+
+
+class CMakeExtension(Extension):
+    def __init__(self, name):
+        super().__init__(name, sources=[])
+
+
+class CMakeBuild(build_ext):
+    def build_extension(self, ext):
+        if not os.path.exists(os.path.join(ROOT, "CMakeLists.txt")):
+            raise RuntimeError("sessionturn: the repository root (%s) is needed to build the extension" % ROOT)
+        build_dir = os.environ.get("SESSIONTURN_BUILD_DIR") or os.path.join(os.path.abspath(self.build_temp), "cmake")
+        os.makedirs(build_dir, exist_ok=True)
+        args = [
+            "cmake", "-S", ROOT, "-B", build_dir,
+            "-DCMAKE_BUILD_TYPE=Release",
+            "-DSESSIONTURN_BUILD_PYTHON=ON",
+            "-DSESSIONTURN_BUILD_TESTS=OFF",
+            "-DSESSIONTURN_BUILD_EXAMPLES=OFF",
+            "-DPYTHON_EXECUTABLE=" + sys.executable,
+        ]
+        try:
+            import pybind11  # Debian's python3-pybind11: found offline, no download
+
+            args.append("-Dpybind11_DIR=" + pybind11.get_cmake_dir())
+        except ImportError:
+            pass  # pybind11-dev's CMake package may still be found
+        args += shlex.split(os.environ.get("SESSIONTURN_CMAKE_ARGS", ""))
+        subprocess.check_call(args)
+        jobs = os.environ.get("SESSIONTURN_JOBS", "2")
+        subprocess.check_call(["cmake", "--build", build_dir, "--target", "_sessionturn", "-j", jobs])
+        built = glob.glob(os.path.join(build_dir, "python", "sessionturn", "_sessionturn*.so"))
+        if not built:
+            raise RuntimeError("sessionturn: the CMake build produced no _sessionturn module in " + build_dir)
+        target = self.get_ext_fullpath(ext.name)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        shutil.copyfile(built[0], target)
+
+
+setup(ext_modules=[CMakeExtension("sessionturn._sessionturn")], cmdclass={"build_ext": CMakeBuild})
