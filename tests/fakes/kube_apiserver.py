@@ -14,11 +14,12 @@ accepts, CN "cert-user") and, once listening, DIR/ready.json {"port": N} (writte
 prints "READY <port>" on stdout.
 
 pods/exec hook: GET/POST /api/v1/namespaces/NS/pods/POD/exec imports kube_exec_ws lazily and calls
-handle_exec(handler, pod, params): `handler` is the BaseHTTPRequestHandler (its socket not yet
-answered), `pod` a dict {"name", "namespace", "socket"} (socket: the local runtime socket path set
-with POST /_fake/pods {"name", "namespace"?, "socket"}), `params` the parsed query
-(dict of lists, as urllib.parse.parse_qs returns). Fault settings for exec live in
-handler.server.fake.exec_faults (a dict the control endpoint POST /_fake/exec-faults replaces).
+handle_exec(handler, pod_socket_path, params, **exec_faults): `handler` is the BaseHTTPRequestHandler
+(its request not yet answered), `pod_socket_path` the local runtime socket set with
+POST /_fake/pods {"name", "namespace"?, "socket"} (None for a Pod that only exists because a Ready
+Session names it), `params` the parsed query (dict of lists, as urllib.parse.parse_qs returns), and
+exec_faults the keyword arguments last set with POST /_fake/exec-faults (protocols, exit_code,
+stderr_text, drop_after_bytes: see kube_exec_ws.py).
 
 Control endpoints (JSON bodies):
   POST /_fake/config        {"ready_delay", "resume_delay", "bookmark_interval", "controller": bool,
@@ -29,7 +30,8 @@ Control endpoints (JSON bodies):
   POST /_fake/refuse-watches {"count"}: the next N watch requests answer 405
   POST /_fake/compact       {}: every resourceVersion before now is gone (watches from it get 410)
   POST /_fake/pods          {"name", "namespace"?, "socket"}
-  POST /_fake/exec-faults   {...}: stored for the exec hook
+  POST /_fake/exec-faults   {"protocols"?, "exit_code"?, "stderr_text"?, "drop_after_bytes"?}: for every
+                             later exec (replaces the previous settings)
   GET  /_fake/log           the requests seen: [{"method","path","query","auth","user_agent","status",
                              "content_type"}]
   POST /_fake/log/clear
@@ -575,8 +577,12 @@ class Handler(BaseHTTPRequestHandler):
             except ImportError as e:
                 self.send_status(501, "NotImplemented", "pods/exec is not available in this fake: %s" % e)
                 return
+            with st.lock:
+                faults = dict(st.exec_faults)
+            if "protocols" in faults:
+                faults["protocols"] = tuple(faults["protocols"])
             self._status = 101
-            handle_exec(self, pod, query)
+            handle_exec(self, sock or None, query, **faults)
             self.close_connection = True
             return
         if method != "GET":
