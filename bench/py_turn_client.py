@@ -1,6 +1,7 @@
 """The turn-latency benchmark's Python comparison: the same exchange as Driver::SubmitTurn over the same
 unix socket (connect, subscribe with history bounds, wait for history.end, send the message, follow our turn
-to turn.completed), standard library only. Prints one latency per turn in milliseconds, then a summary line."""
+to turn.completed), standard library only. Prints one latency per turn in milliseconds, then the client's
+CPU time over all turns ("cpu_ms X", interpreter start-up excluded)."""
 import json
 import socket
 import sys
@@ -50,8 +51,14 @@ def turn(path: str, prompt: str) -> float:
 
 def main() -> None:
     path, n = sys.argv[1], int(sys.argv[2])
+    latencies = []
+    c0 = time.process_time()
     for i in range(n):
-        print(f"{turn(path, f'python turn {i}'):.3f}", flush=True)
+        latencies.append(turn(path, f"python turn {i}"))
+    cpu_ms = (time.process_time() - c0) * 1000.0
+    for ms in latencies:
+        print(f"{ms:.3f}")
+    print(f"cpu_ms {cpu_ms:.3f}")
 
 
 if __name__ == "__main__":

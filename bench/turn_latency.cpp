@@ -2,10 +2,15 @@
 //   - the floor: a minimal C++ client that writes the two requests at once and scans the bytes for
 //     history.end and then turn.completed (no JSON decoding, no state machine);
 //   - Python: bench/py_turn_client.py doing the same exchange as the driver, standard library only.
-// The runtime is an in-process LocalRuntime (echo provider, no artificial delay) on its own thread.
+// The runtime is a LocalRuntime (echo provider, no artificial delay) in a forked child process, so the
+// client's own CPU time per turn can be measured apart from the runtime's: wall latency is mostly the
+// runtime's and the kernel's (the same for every client); CPU per turn is what the client costs.
 // Rounds interleave the three clients so that machine noise hits them alike.
 // Usage: bench_turn_latency [--turns N] [--rounds R] [--no-python]
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -65,11 +70,20 @@ double FloorTurn(const std::string& path, int i) {
   return bench::Ms(Clock::now() - t0);
 }
 
+double CpuMs() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
+}
+
 struct Stats {
   std::vector<double> ms;
+  double cpu_ms = 0;  // client CPU time spent over all turns
+  double CpuPerTurn() const { return ms.empty() ? 0 : cpu_ms / static_cast<double>(ms.size()); }
   void Print(const char* name) const {
-    std::printf("  %-28s p50 %8.3f ms   p99 %8.3f ms   (%zu turns)\n", name, bench::Percentile(ms, 50),
-                bench::Percentile(ms, 99), ms.size());
+    std::printf("  %-24s p50 %7.3f ms  p99 %7.3f ms  client CPU %7.1f us/turn  (%zu turns)\n", name,
+                bench::Percentile(ms, 50), bench::Percentile(ms, 99), CpuPerTurn() * 1e3, ms.size());
   }
 };
 
@@ -97,16 +111,27 @@ int main(int argc, char** argv) {
   testing::LocalRuntimeOptions ro;
   ro.socket_path = dir + "/runtime.sock";
   ro.echo_delay = std::chrono::milliseconds(0);
-  auto runtime = testing::LocalRuntime::Start(ro);
-  if (!runtime) {
-    std::fprintf(stderr, "runtime: %s\n", runtime.error().ToString().c_str());
-    return 1;
+  int ready[2];
+  if (::pipe(ready) != 0) return 1;
+  const pid_t child = ::fork();
+  if (child == 0) {  // the runtime's process: serve until killed
+    auto runtime = testing::LocalRuntime::Start(ro);
+    if (!runtime) {
+      std::fprintf(stderr, "runtime: %s\n", runtime.error().ToString().c_str());
+      _exit(1);
+    }
+    char ok = 'k';
+    (void)::write(ready[1], &ok, 1);
+    for (;;) ::pause();
   }
+  char ok = 0;
+  if (::read(ready[0], &ok, 1) != 1) return 1;
   Context ctx;
   Driver driver(ctx, MakeUnixConnector(ctx, ro.socket_path));
 
   Stats ours, floor, py;
   for (int r = 0; r < rounds; ++r) {
+    double c0 = CpuMs();
     for (int i = 0; i < turns; ++i) {
       const auto t0 = Clock::now();
       auto res = driver.SubmitTurn("driver turn " + std::to_string(i));
@@ -116,13 +141,23 @@ int main(int argc, char** argv) {
       }
       ours.ms.push_back(bench::Ms(Clock::now() - t0));
     }
+    ours.cpu_ms += CpuMs() - c0;
+    c0 = CpuMs();
     for (int i = 0; i < turns; ++i) floor.ms.push_back(FloorTurn(ro.socket_path, i));
+    floor.cpu_ms += CpuMs() - c0;
     if (python) {
       const std::string cmd = std::string(SESSIONTURN_PYTHON) + " " + SESSIONTURN_SOURCE_DIR +
                               "/bench/py_turn_client.py " + ro.socket_path + " " + std::to_string(turns);
       FILE* p = ::popen(cmd.c_str(), "r");
       char line[128];
-      while (p != nullptr && std::fgets(line, sizeof line, p) != nullptr) py.ms.push_back(std::atof(line));
+      while (p != nullptr && std::fgets(line, sizeof line, p) != nullptr) {
+        double cpu = 0;
+        if (std::sscanf(line, "cpu_ms %lf", &cpu) == 1) {
+          py.cpu_ms += cpu;
+        } else {
+          py.ms.push_back(std::atof(line));
+        }
+      }
       if (p != nullptr) ::pclose(p);
     }
   }
@@ -132,12 +167,16 @@ int main(int argc, char** argv) {
   if (python) py.Print("python (stdlib client)");
   const double o50 = bench::Percentile(ours.ms, 50), f50 = bench::Percentile(floor.ms, 50);
   const double o99 = bench::Percentile(ours.ms, 99), f99 = bench::Percentile(floor.ms, 99);
-  std::printf("  ratio driver / floor        p50 %.2fx   p99 %.2fx   (target <= 1.3x)\n", o50 / f50, o99 / f99);
+  std::printf("  ratio driver / floor      latency p50 %.2fx  p99 %.2fx  client CPU %.2fx  (target <= 1.3x)\n",
+              o50 / f50, o99 / f99, ours.CpuPerTurn() / floor.CpuPerTurn());
   if (python && !py.ms.empty()) {
-    std::printf("  ratio python / driver       p50 %.2fx   p99 %.2fx   (target >= 5x)\n",
-                bench::Percentile(py.ms, 50) / o50, bench::Percentile(py.ms, 99) / o99);
+    std::printf("  ratio python / driver     latency p50 %.2fx  p99 %.2fx  client CPU %.2fx  (target >= 5x)\n",
+                bench::Percentile(py.ms, 50) / o50, bench::Percentile(py.ms, 99) / o99,
+                py.CpuPerTurn() / ours.CpuPerTurn());
   }
-  runtime->get()->Stop();
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  ::unlink(ro.socket_path.c_str());
   ::rmdir(dir.c_str());
   return 0;
 }
