@@ -10,6 +10,7 @@
 
 #include "kube_support.hpp"
 #include "sessionturn/sessions.hpp"
+#include "sessionturn/testing/local_runtime.hpp"
 
 using namespace sessionturn;
 using nlohmann::json;
@@ -161,4 +162,40 @@ TEST_CASE("kubectl against the fake: a bad token is refused like a real API serv
   auto [rc, out] = kubectl.Run("get sessions.kelos.dev");
   CHECK(rc != 0);
   CHECK_THAT(out, Catch::Contains("Unauthorized") || Catch::Contains("must be logged in"));
+}
+
+TEST_CASE("kubectl against the fake: exec -i reaches a local runtime through the pods/exec bridge",
+          "[kube][kubectl][exec]") {
+  if (!HaveKubectl()) {
+    WARN("kubectl is not installed: skipped");
+    return;
+  }
+  FakeKube fake;
+  testing::LocalRuntimeOptions ro;
+  ro.socket_path = fake.dir().path() + "/rt/runtime.sock";
+  auto runtime = testing::LocalRuntime::Start(ro);
+  REQUIRE(runtime);
+  fake.Control("pods", {{"name", "agent-pod"}, {"socket", ro.socket_path}});
+  Kubectl kubectl(fake);
+  std::string out = fake.dir().path() + "/exec.out";
+  // stdin stays open until the turn completed: the runtime ends the stream when stdin ends.
+  std::string cmd = "(printf '%s\\n%s\\n' '{\"type\":\"subscribe\"}' "
+                    "'{\"type\":\"message\",\"requestId\":\"r-kubectl\",\"text\":\"hello through kubectl\"}'; "
+                    "for i in $(seq 600); do grep -q turn.completed " + out + " 2>/dev/null && break; sleep 0.05; done) | " +
+                    kubectl.base() + "exec -i agent-pod -c kelos-agent -- /kelos/bin/kelos-session-runtime client > " +
+                    out;
+  auto [rc, text] = Shell(cmd);
+  std::string got = Slurp(out);
+  INFO(text << got);
+  CHECK(rc == 0);
+  CHECK_THAT(got, Catch::Contains("\"requestId\":\"r-kubectl\"") && Catch::Contains("turn.completed"));
+  auto requests = (*runtime)->ReceivedRequests();
+  bool seen = false;
+  for (const auto& r : requests) seen = seen || r.text == "hello through kubectl";
+  CHECK(seen);
+  bool upgraded = false;
+  for (const auto& e : fake.RequestLog()) {
+    if (std::string(e["path"]).find("/pods/agent-pod/exec") != std::string::npos && e["status"] == 101) upgraded = true;
+  }
+  CHECK(upgraded);
 }
