@@ -270,6 +270,15 @@ TEST_CASE("kube client: watch lists, streams, bookmarks, resumes and re-lists af
     REQUIRE_FALSE(st);
     CHECK(st.error().code == Errc::timeout);
     CHECK(events >= 1);
+    // The server ended the first watch after 1 s; the next one resumed from a resourceVersion.
+    std::vector<std::string> watches;
+    for (const auto& e : fake.RequestLog()) {
+      std::string q = e["query"];
+      if (q.find("watch=true") != std::string::npos) watches.push_back(q);
+    }
+    REQUIRE(watches.size() >= 2);
+    CHECK_THAT(watches[0], Catch::Contains("allowWatchBookmarks=true") && Catch::Contains("resourceVersion="));
+    CHECK_THAT(watches[1], Catch::Contains("resourceVersion="));
   }
   SECTION("410 Gone for a compacted resourceVersion re-lists") {
     auto list = client.Get(kSessions);
