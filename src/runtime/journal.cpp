@@ -158,6 +158,7 @@ Status Journal::Load(std::vector<std::string>* warnings) {
     out << Json{{"journalId", id_}}.dump() << "\n";
     out.flush();
     if (!out) return Fail(Errc::io_error, "cannot write " + id_path);
+    ::chmod(id_path.c_str(), 0600);
   }
 
   std::string body;

@@ -154,11 +154,11 @@ class StepRun : public TurnRun, public std::enable_shared_from_this<StepRun> {
   void Interrupt() override {
     interrupted_ = true;
     if (stalled_ || killed_) return;
+    // Wake it wherever it waits (a sleep, a question, a pause): the next step ends the turn. A second
+    // Next() (from the cancelled timer or a resume) then finds the host dead and does nothing.
     timer_.cancel();
-    if (waiting_input_) {
-      waiting_input_ = false;
-      Post();
-    }
+    waiting_input_ = false;
+    Post();
   }
 
   void Kill() override {

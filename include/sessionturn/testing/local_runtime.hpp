@@ -89,8 +89,10 @@ class LocalRuntime {
 
   // Fault hooks. All thread-safe; they take effect on the I/O thread before they return.
   void DropAllConnections();              // close every client connection now (no marker)
-  // Each connection open now or later is closed once n more events (journaled or not, replay included)
-  // have been written to it, counted per connection from this call. n <= 0 turns the hook off.
+  // One-shot: every connection open now (or, when none is, the next one accepted) is closed once n
+  // more events (journaled or not, replay included) have been queued to it and written, counted per
+  // connection from this call. Connections accepted later are spared, so a reconnect makes progress.
+  // n <= 0 disarms it.
   void DropAfterEvents(std::int64_t n);
   // A paused provider emits nothing and no queued turn starts until resumed; requests are still answered.
   void PauseProvider(bool paused);
