@@ -1,0 +1,643 @@
+// `sessionturn`: one turn, a watch or an interrupt against a Session runtime, from a shell.
+// A thin layer over driver.hpp: parse arguments, stream the reply, ask questions on the terminal,
+// map the outcome to an exit code a script can branch on.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sessionturn/connection.hpp>
+#include <sessionturn/context.hpp>
+#include <sessionturn/driver.hpp>
+#include <sessionturn/error.hpp>
+#include <sessionturn/protocol.hpp>
+
+namespace st = sessionturn;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Exit codes (the CLI's contract with scripts).
+constexpr int kExitCompleted = 0;
+constexpr int kExitTurnFailed = 1;   // failed, interrupted, removed (and cancelled by Ctrl-C)
+constexpr int kExitUsage = 2;
+constexpr int kExitUnreachable = 3;  // could not reach or lost the runtime
+constexpr int kExitTimeout = 4;
+constexpr int kExitRejected = 5;
+
+// How often the live status line is redrawn: often enough for a ticking clock, rarely enough to be
+// cheap over a slow terminal link.
+constexpr auto kStatusRefresh = 250ms;
+// A prompt read from stdin larger than this is almost certainly a mistake (a binary piped in).
+constexpr std::size_t kMaxPromptBytes = 4u << 20;
+
+constexpr const char* kUsage = R"(usage:
+  sessionturn turn (--socket PATH | --exec CMD [ARG...]) [options] PROMPT
+  sessionturn watch (--socket PATH | --exec CMD [ARG...]) [--since ID] [--json]
+  sessionturn interrupt (--socket PATH | --exec CMD [ARG...])
+  sessionturn --help
+
+Connection (one of):
+  --socket PATH        the runtime's unix socket
+  --exec CMD [ARG...]  run CMD (no shell) and talk over its stdin/stdout, e.g.
+                       --exec kubectl exec -i POD -c kelos-agent -- /kelos/bin/kelos-session-runtime client
+                       --exec takes every argument after it, so put it last.
+
+turn options:
+  --timeout SECONDS    bound for the whole turn (default 3600); then the turn is abandoned
+  --questions MODE     decline (default) or ask: prompt on the terminal for each question
+  --no-reconnect       fail instead of reconnecting when the stream drops
+  --allow-commands     let a prompt starting with '!' or '/goal' reach the runtime as a command
+  --json               print one JSON object at the end instead of streaming the reply
+  PROMPT               the prompt; '-' reads it from stdin
+
+watch options:
+  --since ID           start after event ID (default: from the start of the retained journal)
+  --json               print each event as its JSON line
+
+Exit codes: 0 completed; 1 the turn failed, was interrupted or removed; 2 usage error;
+3 could not reach or lost the runtime; 4 timed out; 5 rejected by the runtime.
+)";
+
+struct UsageError {
+  std::string message;
+};
+
+struct Args {
+  std::string command;  // turn | watch | interrupt | help
+  std::string socket;
+  std::vector<std::string> exec;
+  double timeout_seconds = 0;  // 0: the driver's default
+  bool ask = false;
+  bool no_reconnect = false;
+  bool allow_commands = false;
+  bool json = false;
+  std::optional<std::int64_t> since;
+  std::optional<std::string> prompt;
+};
+
+double ParsePositive(const std::string& flag, const std::string& value) {
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(value.c_str(), &end);
+  if (value.empty() || end == nullptr || *end != '\0' || errno != 0 || !(v > 0) || v > 1e7) {
+    throw UsageError{flag + " wants a positive number of seconds, not \"" + value + "\""};
+  }
+  return v;
+}
+
+std::int64_t ParseEventId(const std::string& value) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0' || errno != 0 || v < 0) {
+    throw UsageError{"--since wants an event id (a non-negative integer), not \"" + value + "\""};
+  }
+  return v;
+}
+
+Args ParseArgs(int argc, char** argv) {
+  Args args;
+  std::vector<std::string> rest(argv + 1, argv + argc);
+  if (rest.empty()) throw UsageError{"no command given"};
+  if (rest[0] == "--help" || rest[0] == "-h" || rest[0] == "help") {
+    args.command = "help";
+    return args;
+  }
+  args.command = rest[0];
+  if (args.command != "turn" && args.command != "watch" && args.command != "interrupt") {
+    throw UsageError{"unknown command \"" + args.command + "\" (expected turn, watch or interrupt)"};
+  }
+  const bool is_turn = args.command == "turn";
+  const bool is_watch = args.command == "watch";
+  for (std::size_t i = 1; i < rest.size(); ++i) {
+    const std::string& a = rest[i];
+    auto value = [&](const std::string& flag) -> std::string {
+      if (i + 1 >= rest.size()) throw UsageError{flag + " needs a value"};
+      return rest[++i];
+    };
+    auto only_for = [&](bool allowed, const char* which) {
+      if (!allowed) throw UsageError{a + " is only for `sessionturn " + which + "`"};
+    };
+    if (a == "--help" || a == "-h") {
+      args.command = "help";
+      return args;
+    } else if (a == "--socket") {
+      args.socket = value(a);
+      if (args.socket.empty()) throw UsageError{"--socket needs a path"};
+    } else if (a == "--exec") {
+      args.exec.assign(rest.begin() + static_cast<std::ptrdiff_t>(i) + 1, rest.end());
+      if (args.exec.empty()) throw UsageError{"--exec needs a command"};
+      break;
+    } else if (a == "--timeout") {
+      only_for(is_turn, "turn");
+      args.timeout_seconds = ParsePositive(a, value(a));
+    } else if (a == "--questions") {
+      only_for(is_turn, "turn");
+      const std::string mode = value(a);
+      if (mode == "ask") args.ask = true;
+      else if (mode == "decline") args.ask = false;
+      else throw UsageError{"--questions wants decline or ask, not \"" + mode + "\""};
+    } else if (a == "--no-reconnect") {
+      only_for(is_turn, "turn");
+      args.no_reconnect = true;
+    } else if (a == "--allow-commands") {
+      only_for(is_turn, "turn");
+      args.allow_commands = true;
+    } else if (a == "--json") {
+      only_for(is_turn || is_watch, "turn` or `sessionturn watch");
+      args.json = true;
+    } else if (a == "--since") {
+      only_for(is_watch, "watch");
+      args.since = ParseEventId(value(a));
+    } else if (a == "--" && is_turn) {
+      // Everything after `--` is the prompt, so a prompt may start with '-'.
+      if (i + 1 < rest.size()) {
+        if (args.prompt || i + 2 < rest.size()) throw UsageError{"more than one PROMPT given (quote the prompt as one argument)"};
+        args.prompt = rest[i + 1];
+      }
+      break;
+    } else if (a.size() > 1 && a[0] == '-' && a != "-") {
+      throw UsageError{"unknown option " + a};
+    } else {
+      if (!is_turn) throw UsageError{"unexpected argument \"" + a + "\""};
+      if (args.prompt) throw UsageError{"more than one PROMPT given (quote the prompt as one argument)"};
+      args.prompt = a;
+    }
+  }
+  if (args.socket.empty() && args.exec.empty()) throw UsageError{"give --socket PATH or --exec CMD"};
+  if (!args.socket.empty() && !args.exec.empty()) throw UsageError{"give --socket or --exec, not both"};
+  if (is_turn && !args.prompt) throw UsageError{"no PROMPT given ('-' reads it from stdin)"};
+  return args;
+}
+
+// ---- Signals ---------------------------------------------------------------------------------------
+
+// SIGINT/SIGTERM are blocked in every thread and taken by one watcher thread with sigwait, so the
+// handling is ordinary code (cancel the turn, stop the watch) rather than async-signal-safe contortions.
+std::atomic<int> g_signals{0};
+
+void BlockTerminationSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  // A reader that went away (`sessionturn turn ... | head`) is an EPIPE on write, not death.
+  signal(SIGPIPE, SIG_IGN);
+}
+
+// The first signal runs `on_first`; a second one exits at once (the user insists).
+void StartSignalWatcher(std::function<void()> on_first) {
+  std::thread([on_first = std::move(on_first)] {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    for (;;) {
+      int sig = 0;
+      if (sigwait(&set, &sig) != 0) continue;
+      if (g_signals.fetch_add(1) == 0) {
+        on_first();
+      } else {
+        std::_Exit(128 + sig);
+      }
+    }
+  }).detach();
+}
+
+// ---- Output helpers ------------------------------------------------------------------------------
+
+std::string ErrorKindName(st::Errc code) { return std::string(st::ToString(code)); }
+
+int ExitCodeFor(const st::Error& error) {
+  switch (error.code) {
+    case st::Errc::invalid_argument: return kExitUsage;
+    case st::Errc::connection_failed:
+    case st::Errc::connection_lost: return kExitUnreachable;
+    case st::Errc::timeout: return kExitTimeout;
+    case st::Errc::rejected: return kExitRejected;
+    default: return kExitTurnFailed;
+  }
+}
+
+// The one-line live status on a terminal's stderr. Drawn only while stdout's cursor is at the start
+// of a line (or stdout is not this terminal), so it never tears the streamed reply.
+class StatusLine {
+ public:
+  explicit StatusLine(bool enabled) : enabled_(enabled), start_(std::chrono::steady_clock::now()) {}
+
+  void Set(std::string what) {
+    std::lock_guard<std::mutex> lock(mu_);
+    what_ = std::move(what);
+  }
+  // Runs `write` (which prints reply text) with the status line out of the way.
+  template <typename F>
+  void WriteOutput(F&& write, bool ends_line) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ClearLocked();
+    write();
+    at_line_start_ = ends_line;
+  }
+  void Draw() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!enabled_ || stopped_) return;
+    if (stdout_is_tty_ && !at_line_start_) return;
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    std::fprintf(stderr, "\r\033[K[%.1fs] %s", elapsed, what_.c_str());
+    std::fflush(stderr);
+    drawn_ = true;
+  }
+  void Stop() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ClearLocked();
+    stopped_ = true;
+  }
+  bool enabled() const { return enabled_; }
+
+ private:
+  void ClearLocked() {
+    if (!drawn_) return;
+    std::fprintf(stderr, "\r\033[K");
+    std::fflush(stderr);
+    drawn_ = false;
+  }
+
+  const bool enabled_;
+  const bool stdout_is_tty_ = isatty(STDOUT_FILENO) == 1;
+  const std::chrono::steady_clock::time_point start_;
+  std::mutex mu_;
+  std::string what_ = "connecting";
+  bool drawn_ = false;
+  bool at_line_start_ = true;
+  bool stopped_ = false;
+};
+
+std::string ReadAllStdin() {
+  std::string text;
+  char buffer[65536];
+  for (;;) {
+    const std::size_t n = std::fread(buffer, 1, sizeof buffer, stdin);
+    if (n == 0) break;
+    text.append(buffer, n);
+    if (text.size() > kMaxPromptBytes) {
+      throw UsageError{"the prompt on stdin is larger than " + std::to_string(kMaxPromptBytes >> 20) + " MiB"};
+    }
+  }
+  return text;
+}
+
+// ---- Questions on the terminal ----------------------------------------------------------------------
+
+// A question handed from a Context worker (which must not block) to the main thread (which may).
+struct PendingQuestion {
+  st::Event event;
+  st::Responder responder;
+};
+
+std::string Trim(std::string s) {
+  const auto first = s.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) return "";
+  const auto last = s.find_last_not_of(" \t\r\n");
+  return s.substr(first, last - first + 1);
+}
+
+// Asks every question of one input.requested on `in` (the terminal or stdin) and answers or
+// declines through the responder. An empty answer (or end of input) declines the whole request:
+// the runtime resolves an input only once every question has an answer.
+void AskQuestions(const PendingQuestion& pending, std::istream& in, StatusLine& status) {
+  status.WriteOutput([] {}, true);
+  std::map<std::string, std::vector<std::string>> answers;
+  for (const st::InputQuestion& q : pending.event.questions) {
+    std::fprintf(stderr, "\n%s%s%s\n", q.header.empty() ? "" : q.header.c_str(), q.header.empty() ? "" : ": ",
+                 q.question.c_str());
+    for (std::size_t i = 0; i < q.options.size(); ++i) {
+      std::fprintf(stderr, "  %zu) %s%s%s\n", i + 1, q.options[i].label.c_str(),
+                   q.options[i].description.empty() ? "" : " - ", q.options[i].description.c_str());
+    }
+    if (q.options.empty()) {
+      std::fprintf(stderr, "Your answer (empty line declines): ");
+    } else if (q.multi_select) {
+      std::fprintf(stderr, "Numbers separated by commas, or your own answer (empty line declines): ");
+    } else {
+      std::fprintf(stderr, "A number, or your own answer (empty line declines): ");
+    }
+    std::fflush(stderr);
+    std::string line;
+    if (!std::getline(in, line) || Trim(line).empty()) {
+      std::fprintf(stderr, "(declined)\n");
+      pending.responder.Decline();
+      return;
+    }
+    line = Trim(line);
+    std::vector<std::string> chosen;
+    // Numbers pick options; anything else is free text, taken as it is.
+    bool all_numbers = !q.options.empty();
+    std::stringstream parts(line);
+    std::string part;
+    std::vector<std::string> labels;
+    while (all_numbers && std::getline(parts, part, ',')) {
+      part = Trim(part);
+      char* end = nullptr;
+      const long n = std::strtol(part.c_str(), &end, 10);
+      if (part.empty() || *end != '\0' || n < 1 || static_cast<std::size_t>(n) > q.options.size()) {
+        all_numbers = false;
+        break;
+      }
+      labels.push_back(q.options[static_cast<std::size_t>(n) - 1].label);
+    }
+    if (all_numbers && (q.multi_select || labels.size() == 1)) {
+      chosen = labels;
+    } else {
+      chosen = {line};
+    }
+    answers[q.id] = chosen;
+  }
+  pending.responder.Answer(std::move(answers));
+}
+
+// ---- Commands ------------------------------------------------------------------------------------
+
+std::shared_ptr<st::Connector> MakeConnector(st::Context& context, const Args& args) {
+  if (!args.exec.empty()) return st::MakeProcessConnector(context, args.exec);
+  return st::MakeUnixConnector(context, args.socket);
+}
+
+void PrintJsonResult(const std::optional<st::TurnResult>& result, const std::optional<st::Error>& error) {
+  st::Json out = st::Json::object();
+  if (result) {
+    out["turnId"] = result->turn_id;
+    out["status"] = std::string(st::ToString(result->status));
+    out["text"] = result->text;
+    out["message"] = result->error_message;
+    out["declinedQuestions"] = result->questions_declined;
+    out["answeredQuestions"] = result->questions_answered;
+    out["shared"] = result->shared;
+    out["reconnects"] = result->reconnects;
+  } else {
+    // No turn result: the status is the kind of error, so one JSON shape serves every outcome.
+    out["turnId"] = "";
+    out["status"] = error->code == st::Errc::timeout ? "timeout"
+                    : error->code == st::Errc::rejected ? "rejected"
+                                                        : "error";
+    out["error"] = ErrorKindName(error->code);
+    out["text"] = "";
+    out["message"] = error->message;
+    out["declinedQuestions"] = 0;
+    out["answeredQuestions"] = 0;
+    out["shared"] = false;
+    out["reconnects"] = 0;
+  }
+  // error_handler_t::replace: a provider's invalid UTF-8 must not turn the result into an exception.
+  std::cout << out.dump(-1, ' ', false, st::Json::error_handler_t::replace) << std::endl;
+}
+
+int RunTurn(const Args& args) {
+  std::string prompt = *args.prompt;
+  if (prompt == "-") prompt = ReadAllStdin();
+  if (Trim(prompt).empty()) throw UsageError{"the prompt is empty"};
+
+  const bool stderr_tty = isatty(STDERR_FILENO) == 1;
+  StatusLine status(!args.json && stderr_tty);
+
+  st::ContextOptions context_options;
+  context_options.threads = 1;
+  st::Context context(context_options);
+  st::Driver driver(context, MakeConnector(context, args));
+
+  // Shared with the detached signal watcher, which may outlive this frame.
+  auto cancel = std::make_shared<st::CancellationSource>();
+  StartSignalWatcher([cancel] { cancel->Cancel(); });
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<PendingQuestion> questions;
+  std::optional<st::Result<st::TurnResult>> outcome;
+
+  bool streamed_any = false;  // touched only by the event callback (one worker, in order)
+  bool accepted = false;
+  bool started = false;
+  st::TurnOptions options;
+  if (args.timeout_seconds > 0) {
+    options.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(args.timeout_seconds * 1000));
+  }
+  options.cancel = cancel->Token();
+  options.reconnect.enabled = !args.no_reconnect;
+  options.allow_commands = args.allow_commands;
+  status.Set("connecting to " + (args.exec.empty() ? "unix:" + args.socket : args.exec[0]));
+  options.on_event = [&](const st::Event& e) {
+    if (e.Is(st::event_type::kUserMessage) || e.Is(st::event_type::kUserMessageUpdated)) {
+      if (!accepted) {
+        accepted = true;
+        if (!started) status.Set("queued behind another turn");
+      }
+    } else if (e.Is(st::event_type::kTurnStarted)) {
+      started = true;
+      status.Set("working");
+    } else if (e.Is(st::event_type::kToolStarted)) {
+      status.Set("running tool " + (e.tool_name.empty() ? e.tool_id : e.tool_name));
+    } else if (e.Is(st::event_type::kToolCompleted)) {
+      status.Set("working");
+    } else if (e.Is(st::event_type::kInputRequested)) {
+      status.Set("waiting for an answer");
+    } else if (e.Is(st::event_type::kInputResolved)) {
+      status.Set("working");
+    } else if (e.Is(st::event_type::kAssistantDelta) && !args.json && !e.text.empty()) {
+      streamed_any = true;
+      status.WriteOutput(
+          [&] {
+            std::fwrite(e.text.data(), 1, e.text.size(), stdout);
+            std::fflush(stdout);
+          },
+          e.text.back() == '\n');
+    }
+  };
+  if (args.ask) {
+    options.questions = st::QuestionPolicy::ask;
+    options.on_question = [&](const st::Event& e, st::Responder responder) {
+      std::lock_guard<std::mutex> lock(mu);
+      questions.push_back(PendingQuestion{e, std::move(responder)});
+      cv.notify_all();
+    };
+  }
+
+  driver.AsyncSubmitTurn(prompt, options, [&](st::Result<st::TurnResult> r) {
+    std::lock_guard<std::mutex> lock(mu);
+    outcome = std::move(r);
+    cv.notify_all();
+  });
+
+  // Answers come from the terminal when stdin carried the prompt, else from stdin (so a script can
+  // pipe them in).
+  std::ifstream tty;
+  std::istream* answers_in = &std::cin;
+  if (args.ask && *args.prompt == "-") {
+    tty.open("/dev/tty");
+    answers_in = tty.is_open() ? static_cast<std::istream*>(&tty) : nullptr;
+  }
+
+  // The main thread waits for the outcome, asks questions and keeps the status line ticking.
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    while (!outcome) {
+      if (!questions.empty()) {
+        PendingQuestion q = std::move(questions.front());
+        questions.pop_front();
+        lock.unlock();
+        if (answers_in != nullptr) {
+          AskQuestions(q, *answers_in, status);
+        } else {
+          q.responder.Decline();
+        }
+        lock.lock();
+        continue;
+      }
+      cv.wait_for(lock, kStatusRefresh);
+      lock.unlock();
+      status.Draw();
+      lock.lock();
+    }
+  }
+  status.Stop();
+
+  st::Result<st::TurnResult> result = std::move(*outcome);
+  if (args.json) {
+    if (result) PrintJsonResult(*result, std::nullopt);
+    else PrintJsonResult(std::nullopt, result.error());
+  } else if (result) {
+    // Deltas are what the user saw; without any, print the final reply.
+    if (!streamed_any && !result->text.empty()) std::fwrite(result->text.data(), 1, result->text.size(), stdout);
+    if (streamed_any || !result->text.empty()) std::fputc('\n', stdout);
+    std::fflush(stdout);
+    if (result->status != st::TurnStatus::completed) {
+      std::fprintf(stderr, "sessionturn: turn %s %s%s%s\n", result->turn_id.c_str(),
+                   std::string(st::ToString(result->status)).c_str(),
+                   result->error_message.empty() ? "" : ": ", result->error_message.c_str());
+    }
+  } else {
+    std::fprintf(stderr, "sessionturn: %s\n", result.error().ToString().c_str());
+  }
+  if (!result) return ExitCodeFor(result.error());
+  return result->status == st::TurnStatus::completed ? kExitCompleted : kExitTurnFailed;
+}
+
+std::string HumanEvent(const st::Event& e) {
+  std::string out = e.id > 0 ? "[" + std::to_string(e.id) + "] " : "[-] ";
+  out += e.type;
+  if (!e.turn_id.empty()) out += " " + e.turn_id;
+  if (!e.status.empty()) out += " (" + e.status + ")";
+  if (!e.tool_name.empty()) out += " tool=" + e.tool_name;
+  std::string text = e.text;
+  if (text.size() > 200) text = text.substr(0, 200) + "...";
+  for (char& c : text) {
+    if (c == '\n') c = ' ';
+  }
+  if (!text.empty()) out += ": " + text;
+  return out;
+}
+
+int RunWatch(const Args& args) {
+  st::Context context;
+  st::Driver driver(context, MakeConnector(context, args));
+  // Shared with the detached signal watcher and the driver's handlers, which may outlive this frame.
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<st::Status> ended;
+    bool stop_requested = false;
+  };
+  auto state = std::make_shared<State>();
+
+  st::WatchOptions options;
+  options.since = args.since.value_or(0);
+  auto handle = driver.Watch(
+      options,
+      [&](const st::Event& e) {
+        // Without a journal id the runtime answers `since > 0` with a full replay (PROTOCOL.md §4):
+        // the cut is ours to make.
+        if (args.since && e.id > 0 && e.id <= *args.since) return;
+        if (args.json) {
+          const std::string line = e.line.empty() ? st::EncodeEvent(e) : e.line;
+          std::fwrite(line.data(), 1, line.size(), stdout);
+          std::fputc('\n', stdout);
+        } else {
+          const std::string line = HumanEvent(e);
+          std::fprintf(stdout, "%s\n", line.c_str());
+        }
+        std::fflush(stdout);
+      },
+      [state](st::Status s) {
+        std::lock_guard<std::mutex> lock(state->mu);
+        state->ended = std::move(s);
+        state->cv.notify_all();
+      });
+  StartSignalWatcher([state] {
+    std::lock_guard<std::mutex> lock(state->mu);
+    state->stop_requested = true;
+    state->cv.notify_all();
+  });
+  {
+    // A watch has no deadline of its own: it runs until Ctrl-C or until the runtime is gone for good.
+    std::unique_lock<std::mutex> lock(state->mu);
+    state->cv.wait(lock, [&] { return state->ended.has_value() || state->stop_requested; });
+  }
+  handle.Stop();
+  std::unique_lock<std::mutex> lock(state->mu);
+  if (!state->ended || *state->ended) return kExitCompleted;
+  std::fprintf(stderr, "sessionturn: watch ended: %s\n", state->ended->error().ToString().c_str());
+  return ExitCodeFor(state->ended->error());
+}
+
+int RunInterrupt(const Args& args) {
+  st::Context context;
+  st::Driver driver(context, MakeConnector(context, args));
+  auto status = driver.Interrupt();
+  if (status) return kExitCompleted;
+  std::fprintf(stderr, "sessionturn: interrupt: %s\n", status.error().ToString().c_str());
+  return ExitCodeFor(status.error());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  try {
+    args = ParseArgs(argc, argv);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "sessionturn: %s\n\n%s", e.message.c_str(), kUsage);
+    return kExitUsage;
+  }
+  if (args.command == "help") {
+    std::fputs(kUsage, stdout);
+    return kExitCompleted;
+  }
+  // Before any thread exists, so every thread inherits the mask and only the watcher takes signals.
+  BlockTerminationSignals();
+  try {
+    if (args.command == "turn") return RunTurn(args);
+    if (args.command == "watch") return RunWatch(args);
+    return RunInterrupt(args);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "sessionturn: %s\n", e.message.c_str());
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sessionturn: internal error: %s\n", e.what());
+    return kExitTurnFailed;
+  }
+}

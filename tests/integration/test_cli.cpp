@@ -1,0 +1,312 @@
+// The `sessionturn` CLI as a user runs it: the built binary, spawned against an in-process local
+// runtime; exit codes 0-5, the streamed reply, the JSON result, questions answered from stdin,
+// watch and interrupt.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sessionturn/testing/local_runtime.hpp"
+
+extern char** environ;
+
+using namespace sessionturn;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr auto kRunLimit = 60s;  // a CLI run that takes longer is a hang (the machine is shared and slow)
+
+const std::string kCli = std::string(SESSIONTURN_BINARY_DIR) + "/examples/cli/sessionturn";
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    std::string templ = (std::filesystem::temp_directory_path() / "st-cli-XXXXXX").string();
+    REQUIRE(::mkdtemp(templ.data()) != nullptr);
+    path = templ;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+struct Run {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs the CLI with `args`, feeding `input` on stdin. `until` (optional) is polled with the output
+// so far; when it returns true the CLI gets SIGINT (for watch).
+Run RunCli(const std::vector<std::string>& args, const std::string& input = "",
+           const std::function<bool(const std::string&)>& interrupt_when = {}) {
+  if (::access(kCli.c_str(), X_OK) != 0) FAIL("the CLI is not built: " << kCli << " (build target sessionturn_cli)");
+  int in[2], out[2], err[2];
+  REQUIRE(::pipe2(in, O_CLOEXEC) == 0);
+  REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
+  REQUIRE(::pipe2(err, O_CLOEXEC) == 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in[0], 0);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, err[1], 2);
+  std::vector<std::string> argv_s = {kCli};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = ::posix_spawn(&pid, kCli.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(in[0]);
+  ::close(out[1]);
+  ::close(err[1]);
+  REQUIRE(rc == 0);
+  // Small inputs only: written at once, then EOF.
+  if (!input.empty()) REQUIRE(::write(in[1], input.data(), input.size()) == static_cast<ssize_t>(input.size()));
+  ::close(in[1]);
+
+  Run run;
+  const auto deadline = std::chrono::steady_clock::now() + kRunLimit;
+  bool out_open = true, err_open = true, interrupted = false;
+  while ((out_open || err_open) && std::chrono::steady_clock::now() < deadline) {
+    pollfd fds[2] = {{out_open ? out[0] : -1, POLLIN, 0}, {err_open ? err[0] : -1, POLLIN, 0}};
+    ::poll(fds, 2, 100);
+    char buffer[8192];
+    if (out_open && (fds[0].revents & (POLLIN | POLLHUP))) {
+      const ssize_t n = ::read(out[0], buffer, sizeof buffer);
+      if (n <= 0) out_open = false;
+      else run.out.append(buffer, static_cast<std::size_t>(n));
+    }
+    if (err_open && (fds[1].revents & (POLLIN | POLLHUP))) {
+      const ssize_t n = ::read(err[0], buffer, sizeof buffer);
+      if (n <= 0) err_open = false;
+      else run.err.append(buffer, static_cast<std::size_t>(n));
+    }
+    if (interrupt_when && !interrupted && interrupt_when(run.out)) {
+      ::kill(pid, SIGINT);
+      interrupted = true;
+    }
+  }
+  ::close(out[0]);
+  ::close(err[0]);
+  if (out_open || err_open) ::kill(pid, SIGKILL);  // a hang: the test fails below on the exit code
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (out_open || err_open) run.exit_code = -1;
+  return run;
+}
+
+std::unique_ptr<testing::LocalRuntime> StartRuntime(const TempDir& dir, std::string provider = "echo") {
+  testing::LocalRuntimeOptions options;
+  options.socket_path = dir.path + "/rt.sock";
+  options.provider = std::move(provider);
+  options.echo_delay = 5ms;
+  options.log_sink = [](LogLevel, std::string_view) {};
+  auto runtime = testing::LocalRuntime::Start(options);
+  REQUIRE(runtime);
+  return std::move(*runtime);
+}
+
+std::string WriteScript(const TempDir& dir, const std::string& json) {
+  const std::string path = dir.path + "/script.json";
+  std::ofstream(path) << json;
+  return "script:" + path;
+}
+
+}  // namespace
+
+TEST_CASE("cli: --help, and usage errors exit 2", "[cli]") {
+  auto help = RunCli({"--help"});
+  REQUIRE(help.exit_code == 0);
+  REQUIRE(help.out.find("sessionturn turn") != std::string::npos);
+
+  for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{
+           {},
+           {"frobnicate"},
+           {"turn", "hello"},                                     // no connection
+           {"turn", "--socket", "/tmp/x.sock"},                   // no prompt
+           {"turn", "--socket", "/tmp/x.sock", "--timeout", "soon", "hi"},
+           {"turn", "--socket", "/tmp/x.sock", "--questions", "maybe", "hi"},
+           {"turn", "--socket", "/tmp/x.sock", "--bogus", "hi"},
+           {"turn", "--socket", "/tmp/x.sock", "a", "b"},
+           {"turn", "--socket", "/tmp/x.sock", "hi", "--exec"},
+           {"watch", "--socket", "/tmp/x.sock", "--since", "-3"},
+           {"interrupt", "--socket", "/tmp/x.sock", "--json"},
+       }) {
+    auto run = RunCli(bad);
+    INFO("args: " << nlohmann::json(bad).dump() << " stderr: " << run.err);
+    REQUIRE(run.exit_code == 2);
+    REQUIRE(run.err.find("usage:") != std::string::npos);
+  }
+}
+
+TEST_CASE("cli: a turn streams the reply and exits 0; the Session remembers earlier turns", "[cli]") {
+  TempDir dir;
+  auto runtime = StartRuntime(dir);
+  auto first = RunCli({"turn", "--socket", runtime->socket_path(), "hello there"});
+  INFO(first.err);
+  REQUIRE(first.exit_code == 0);
+  REQUIRE(first.out == "echo #1: hello there\n");
+  auto second = RunCli({"turn", "--socket", runtime->socket_path(), "-"}, "from stdin\n");
+  INFO(second.err);
+  REQUIRE(second.exit_code == 0);
+  REQUIRE(second.out.find("echo #2: from stdin") == 0);
+}
+
+TEST_CASE("cli: --json prints one object with the documented keys", "[cli]") {
+  TempDir dir;
+  auto runtime = StartRuntime(dir);
+  auto run = RunCli({"turn", "--json", "--socket", runtime->socket_path(), "json please"});
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  auto j = nlohmann::json::parse(run.out);
+  for (const char* key : {"turnId", "status", "text", "message", "declinedQuestions", "answeredQuestions",
+                          "shared", "reconnects"}) {
+    INFO(key);
+    REQUIRE(j.contains(key));
+  }
+  REQUIRE(j["status"] == "completed");
+  REQUIRE(j["text"] == "echo #1: json please");
+  REQUIRE(j["turnId"].get<std::string>().rfind("turn-", 0) == 0);
+  REQUIRE(j["shared"] == false);
+  REQUIRE(j["reconnects"] == 0);
+}
+
+TEST_CASE("cli: a failed turn exits 1 with the error text", "[cli]") {
+  TempDir dir;
+  auto runtime = StartRuntime(
+      dir, WriteScript(dir, R"({"turns": [[{"type": "delta", "text": "trying"}, {"type": "fail", "text": "disk on fire"}]]})"));
+  auto run = RunCli({"turn", "--json", "--socket", runtime->socket_path(), "go"});
+  INFO(run.err);
+  REQUIRE(run.exit_code == 1);
+  auto j = nlohmann::json::parse(run.out);
+  REQUIRE(j["status"] == "failed");
+  REQUIRE(j["message"].get<std::string>().find("disk on fire") != std::string::npos);
+
+  auto plain = RunCli({"turn", "--socket", runtime->socket_path(), "again"});
+  REQUIRE(plain.exit_code == 1);
+  REQUIRE(plain.err.find("failed") != std::string::npos);
+}
+
+TEST_CASE("cli: an unreachable runtime exits 3", "[cli]") {
+  TempDir dir;
+  auto run = RunCli({"turn", "--socket", dir.path + "/none.sock", "hello"});
+  REQUIRE(run.exit_code == 3);
+  REQUIRE(run.err.find("none.sock") != std::string::npos);
+  auto json = RunCli({"turn", "--json", "--socket", dir.path + "/none.sock", "hello"});
+  REQUIRE(json.exit_code == 3);
+  auto j = nlohmann::json::parse(json.out);
+  REQUIRE(j["status"] == "error");
+  REQUIRE(j["message"].get<std::string>().find("none.sock") != std::string::npos);
+  auto exec = RunCli({"turn", "hello", "--exec", "/nonexistent/sessionturn-no-such-runtime", "client"});
+  REQUIRE(exec.exit_code == 3);
+  REQUIRE(exec.err.find("No such file or directory") != std::string::npos);
+}
+
+TEST_CASE("cli: a turn that does not finish in time exits 4", "[cli]") {
+  TempDir dir;
+  auto runtime = StartRuntime(dir);
+  runtime->PauseProvider(true);
+  auto run = RunCli({"turn", "--json", "--timeout", "1", "--socket", runtime->socket_path(), "slow"});
+  INFO(run.err);
+  REQUIRE(run.exit_code == 4);
+  REQUIRE(nlohmann::json::parse(run.out)["status"] == "timeout");
+  runtime->PauseProvider(false);
+}
+
+TEST_CASE("cli: a rejected prompt exits 5; a command prompt without --allow-commands exits 2", "[cli]") {
+  TempDir dir;
+  auto runtime = StartRuntime(dir);
+  runtime->SetDraining(true);
+  auto run = RunCli({"turn", "--socket", runtime->socket_path(), "hello"});
+  REQUIRE(run.exit_code == 5);
+  REQUIRE(run.err.find(std::string(testing::reject_reason::kDraining)) != std::string::npos);
+  runtime->SetDraining(false);
+
+  auto command = RunCli({"turn", "--socket", runtime->socket_path(), "!rm -rf /"});
+  REQUIRE(command.exit_code == 2);
+  const auto requests = runtime->ReceivedRequests();
+  for (const auto& r : requests) REQUIRE(r.text.find("rm -rf") == std::string::npos);  // never sent
+}
+
+TEST_CASE("cli: --questions ask takes answers from stdin; decline is the default", "[cli]") {
+  TempDir dir;
+  auto runtime = StartRuntime(dir, WriteScript(dir, R"({"turns": [[
+      {"type": "question", "questions": [{"id": "color", "question": "Which colour?",
+        "options": [{"label": "red"}, {"label": "blue", "description": "calm"}]}]},
+      {"type": "message", "text": "done"}]], "repeat": "last"})"));
+  auto asked = RunCli({"turn", "--json", "--questions", "ask", "--socket", runtime->socket_path(), "pick"}, "2\n");
+  INFO(asked.err);
+  REQUIRE(asked.exit_code == 0);
+  auto j = nlohmann::json::parse(asked.out);
+  REQUIRE(j["answeredQuestions"] == 1);
+  REQUIRE(j["declinedQuestions"] == 0);
+  REQUIRE(j["text"].get<std::string>().find("color=blue") != std::string::npos);
+  REQUIRE(asked.err.find("Which colour?") != std::string::npos);
+
+  auto declined = RunCli({"turn", "--json", "--socket", runtime->socket_path(), "pick again"});
+  REQUIRE(declined.exit_code == 0);
+  auto d = nlohmann::json::parse(declined.out);
+  REQUIRE(d["declinedQuestions"] == 1);
+  REQUIRE(d["answeredQuestions"] == 0);
+}
+
+TEST_CASE("cli: interrupt stops the running turn; with none it exits 5", "[cli]") {
+  TempDir dir;
+  auto runtime = StartRuntime(dir, WriteScript(dir, R"({"turns": [[{"type": "delta", "text": "working"},
+      {"type": "sleep", "ms": 30000}, {"type": "message", "text": "too late"}]]})"));
+  auto idle = RunCli({"interrupt", "--socket", runtime->socket_path()});
+  REQUIRE(idle.exit_code == 5);
+  REQUIRE(idle.err.find(std::string(testing::reject_reason::kNoActiveTurn)) != std::string::npos);
+
+  std::thread turn_thread;
+  Run turn;
+  turn_thread = std::thread([&] { turn = RunCli({"turn", "--json", "--socket", runtime->socket_path(), "long"}); });
+  auto started = runtime->WaitForEvent([](const Event& e) { return e.Is(event_type::kTurnStarted); }, 30s);
+  REQUIRE(started);
+  auto stop = RunCli({"interrupt", "--socket", runtime->socket_path()});
+  turn_thread.join();
+  INFO(stop.err << turn.err);
+  REQUIRE(stop.exit_code == 0);
+  REQUIRE(turn.exit_code == 1);
+  REQUIRE(nlohmann::json::parse(turn.out)["status"] == "interrupted");
+}
+
+TEST_CASE("cli: watch prints the Session's events until interrupted", "[cli]") {
+  TempDir dir;
+  auto runtime = StartRuntime(dir);
+  REQUIRE(RunCli({"turn", "--socket", runtime->socket_path(), "watch me"}).exit_code == 0);
+  auto watch = RunCli({"watch", "--json", "--socket", runtime->socket_path()}, "",
+                      [](const std::string& out) { return out.find("turn.completed") != std::string::npos; });
+  INFO(watch.err);
+  REQUIRE(watch.exit_code == 0);
+  REQUIRE(watch.out.find("\"user.message\"") != std::string::npos);
+  REQUIRE(watch.out.find("watch me") != std::string::npos);
+  auto first_line = watch.out.substr(0, watch.out.find('\n'));
+  REQUIRE(nlohmann::json::parse(first_line).is_object());
+
+  auto human = RunCli({"watch", "--since", "1", "--socket", runtime->socket_path()}, "",
+                      [](const std::string& out) { return out.find("turn.completed") != std::string::npos; });
+  INFO(human.out);
+  REQUIRE(human.exit_code == 0);
+  REQUIRE(human.out.find("[1]") == std::string::npos);  // since 1: event 1 is not repeated
+  REQUIRE(human.out.find("turn.completed") != std::string::npos);
+}
