@@ -274,6 +274,54 @@ ST_API st_status st_watch_journal_id(char **out, const st_watch *watch);
 /* Stops the watch if needed; after it returns no callback of this watch runs. Not from a callback. */
 ST_API void st_watch_free(st_watch *watch);
 
+/* ---- Kubernetes Sessions -------------------------------------------------------------------------- */
+
+/* A cluster connection for one namespace: a kubeconfig (or the in-cluster configuration) and a REST
+ * client. Thread-safe. Its calls block (HTTP), so not from a callback. */
+typedef struct st_kube st_kube;
+
+#define ST_KUBE_OPTIONS_VERSION 1
+typedef struct st_kube_options {
+  unsigned int version;       /* ST_KUBE_OPTIONS_VERSION */
+  const char *kubeconfig;     /* NULL: $KUBECONFIG, else ~/.kube/config, else in-cluster */
+  const char *context;        /* NULL: the current-context */
+  const char *namespace_name; /* NULL: the context's namespace, else "default" */
+} st_kube_options;
+#define ST_KUBE_OPTIONS_INIT {ST_KUBE_OPTIONS_VERSION, NULL, NULL, NULL}
+
+/* Reads the configuration (files, no cluster I/O). `options` may be NULL. */
+ST_API st_status st_kube_new(st_kube **out, const st_kube_options *options);
+/* The namespace every st_session_* call of this handle uses; borrowed. */
+ST_API const char *st_kube_namespace(const st_kube *kube);
+/* Free drivers made from it first. */
+ST_API void st_kube_free(st_kube *kube);
+
+/* A snapshot of Sessions. Strings are borrowed from the list; index out of range gives NULL. */
+typedef struct st_session_list st_session_list;
+/* Lists the namespace's Sessions (label_selector may be NULL). Blocks. */
+ST_API st_status st_session_list_new(st_session_list **out, st_kube *kube, const char *label_selector);
+ST_API size_t st_session_list_count(const st_session_list *list);
+ST_API const char *st_session_list_name(const st_session_list *list, size_t index);
+ST_API const char *st_session_list_phase(const st_session_list *list, size_t index);    /* Pending, Ready, ... */
+ST_API const char *st_session_list_pod_name(const st_session_list *list, size_t index); /* "" until Ready */
+ST_API const char *st_session_list_message(const st_session_list *list, size_t index);
+ST_API void st_session_list_free(st_session_list *list);
+
+/* spec.suspend true / removed. Block (HTTP, retried on 409). */
+ST_API st_status st_session_suspend(st_kube *kube, const char *name);
+ST_API st_status st_session_resume(st_kube *kube, const char *name);
+/* Waits until the Session is Ready with a Pod (requesting a resume when its idle policy suspended it
+ * and resume_idle is nonzero). ST_E_FAILED (phase Failed), ST_E_UNAVAILABLE (suspended by its owner),
+ * ST_E_TIMEOUT. `*pod_name` (may be NULL) is the caller's: st_string_free. Blocks up to timeout_ms
+ * (<= 0: 10 minutes). */
+ST_API st_status st_session_wait_ready(char **pod_name, st_kube *kube, const char *name, int64_t timeout_ms,
+                                       int resume_idle);
+/* Waits until the Session is Ready (as above, resuming an idle one) and makes a driver that reaches
+ * its runtime through the Pod's exec subresource. Blocks up to wait_timeout_ms. The context and the
+ * kube handle must outlive the driver. */
+ST_API st_status st_driver_new_session(st_driver **out, st_context *context, st_kube *kube, const char *name,
+                                       int64_t wait_timeout_ms);
+
 /* ---- Local runtime (testing) ------------------------------------------------------------------- */
 
 typedef struct st_local_runtime st_local_runtime;
