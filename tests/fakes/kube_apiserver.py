@@ -33,7 +33,8 @@ Control endpoints (JSON bodies):
   POST /_fake/exec-faults   {"protocols"?, "exit_code"?, "stderr_text"?, "drop_after_bytes"?}: for every
                              later exec (replaces the previous settings)
   GET  /_fake/log           the requests seen: [{"method","path","query","auth","user_agent","status",
-                             "content_type"}]
+                             "content_type","accept","peer"}] (peer: the client's address and port, which
+                             shows whether connections are reused)
   POST /_fake/log/clear
 """
 
@@ -379,7 +380,8 @@ class Handler(BaseHTTPRequestHandler):
         path, query = url.path, urllib.parse.parse_qs(url.query)
         entry = {"method": method, "path": path, "query": url.query,
                  "auth": self.auth_kind(), "user_agent": self.headers.get("User-Agent", ""),
-                 "content_type": self.headers.get("Content-Type", ""), "accept": self.headers.get("Accept", "")}
+                 "content_type": self.headers.get("Content-Type", ""), "accept": self.headers.get("Accept", ""),
+                 "peer": "%s:%d" % self.client_address[:2]}
         try:
             if path.startswith("/_fake/"):
                 self.control(method, path)

@@ -82,6 +82,8 @@ TEST_CASE("kube client: verified TLS, user agent, CRUD and patches", "[kube][cli
     CHECK(entry["user_agent"] == std::string("sessionturn/") + SESSIONTURN_VERSION_STRING);
     CHECK(entry["auth"] == "bearer");
   }
+  // One thread's sequential calls reuse one pooled connection (keep-alive), errors included.
+  for (const auto& entry : log) CHECK(entry["peer"] == log[0]["peer"]);
   CHECK(log[2]["content_type"] == "application/merge-patch+json");
   CHECK(log[3]["content_type"] == "application/json-patch+json");
 }
