@@ -252,6 +252,19 @@ class TurnOp : public std::enable_shared_from_this<TurnOp> {
     if (step.started) started_at_turn_ = now;
     if (step.deliver && options_.on_event) options_.on_event(event);
     if (abandoning_) {
+      if (step.accepted) {
+        // Abandoned between sending the message and its echo: now that it is a turn, withdraw it.
+        auto requests = tracker_.Abandon();
+        if (requests.empty()) {
+          Finish(Fail(*pending_error_));
+          return;
+        }
+        for (const auto& r : requests) {
+          withdrawal_ids_.insert(r.request_id);
+          Send(r);
+        }
+        return;
+      }
       // Withdrawal written: finish once the runtime confirmed it or the turn ended anyway.
       const bool confirmed = !event.request_id.empty() && withdrawal_ids_.count(event.request_id) > 0;
       if (step.finished || confirmed) Finish(Fail(*pending_error_));
@@ -415,10 +428,12 @@ class TurnOp : public std::enable_shared_from_this<TurnOp> {
       Finish(Fail(std::move(error)));
       return;
     }
-    if (requests.empty()) {
+    if (requests.empty() && tracker_.phase() != TurnPhase::submitted) {
       Finish(Fail(std::move(error)));
       return;
     }
+    // Submitted but not yet echoed: the message may still become a turn; wait (within the grace)
+    // for its echo or rejection so an accepted turn is withdrawn rather than left to run unwatched.
     WithdrawThenFinish(std::move(requests), std::move(error));
   }
 

@@ -601,3 +601,63 @@ TEST_CASE("driver: Watch follows the Session across a drop without duplicates", 
   CHECK(ids.back() == last);
   CHECK(handle.reconnects() >= 1);
 }
+
+TEST_CASE("driver: runtime-side drops after every few events still give the undisturbed result", "[driver]") {
+  const char* script = R"({"turns":[[{"type":"delta","text":"a"},{"type":"delta","text":"b"},
+    {"type":"message","text":"ab"},{"type":"delta","text":"c"},{"type":"message","text":"c"}]]})";
+  for (int n : {3, 4, 6, 8}) {
+    CAPTURE(n);
+    Fixture f("", script);
+    f.runtime->DropAfterEvents(n);
+    Recorder rec;
+    TurnOptions o;
+    o.on_event = rec.Callback();
+    o.reconnect.initial_backoff = 10ms;
+    auto r = f.driver->SubmitTurn("go", o);
+    REQUIRE(r.has_value());
+    CHECK(r->status == TurnStatus::completed);
+    CHECK(r->text == "ab\n\nc");
+    CHECK(r->reconnects >= 1);
+    auto sig = rec.Signature();
+    REQUIRE(sig.size() == 8);  // echo, started, 5 steps, completed: each exactly once
+    CHECK(f.Requests("message").size() == 1);
+  }
+}
+
+TEST_CASE("driver: a runtime that comes back with a new journal ends the turn interrupted and says why", "[driver]") {
+  Fixture f("", kLongTurn);
+  auto fut = f.Async("slow");
+  f.WaitEvent([](const Event& e) { return e.Is("assistant.delta"); });
+  const std::string old_journal = f.runtime->journal_id();
+  f.runtime->Stop();
+  sessionturn::testing::LocalRuntimeOptions o;
+  o.socket_path = f.socket();
+  o.state_dir = f.dir.path + "/state2";  // a fresh journal: the old history is gone
+  auto fresh = sessionturn::testing::LocalRuntime::Start(o);
+  REQUIRE(fresh.has_value());
+  CHECK((*fresh)->journal_id() != old_journal);
+  auto r = Get(fut);
+  REQUIRE(r.has_value());
+  CHECK(r->status == TurnStatus::interrupted);
+  CHECK(r->error_message.find("journal changed") != std::string::npos);
+}
+
+TEST_CASE("driver: cancelled right after submitting, a queued turn is still withdrawn", "[driver]") {
+  Fixture f("", kLongTurn);
+  auto a = f.Async("A");
+  f.WaitEvent([](const Event& e) { return e.Is("turn.started"); });
+  CancellationSource source;
+  TurnOptions o;
+  o.cancel = source.Token();
+  o.request_id = "req-B";
+  auto b = f.Async("B", o);
+  REQUIRE(f.runtime->WaitForRequest([](const ClientRequest& q) { return q.request_id == "req-B"; }, kWait));
+  source.Cancel();  // races the echo on purpose: either way the accepted turn must be withdrawn
+  auto rb = Get(b);
+  REQUIRE_FALSE(rb.has_value());
+  CHECK(rb.error().code == Errc::cancelled);
+  auto removed = f.WaitEvent([](const Event& e) { return e.Is("user.message.removed"); });
+  CHECK(removed.revision == 2);
+  REQUIRE(f.driver->Interrupt().has_value());
+  REQUIRE(Get(a).has_value());
+}
