@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <mutex>
 #include <optional>
@@ -25,6 +26,8 @@ constexpr std::size_t kMaxResponseBytes = 64u << 20;
 constexpr std::size_t kMaxPooledHandles = 8;
 // A watch that fails this many times in a row (no event in between) gives up.
 constexpr int kMaxWatchFailures = 8;
+// A watch that ends sooner than this without an event counts as a failure (backoff, bounded).
+constexpr std::chrono::milliseconds kMinQuietWatch{500};
 // Bound on one watch event line (a Session object is a few KiB; 8 MiB matches the runtime's line bound).
 constexpr std::size_t kMaxWatchLine = 8u << 20;
 
@@ -276,7 +279,8 @@ struct KubeClient::Impl {
   }
 
   std::chrono::milliseconds Backoff(int attempt, const std::string& retry_after) const {
-    if (!retry_after.empty() && std::all_of(retry_after.begin(), retry_after.end(), ::isdigit) && retry_after.size() < 6) {
+    bool digits = std::all_of(retry_after.begin(), retry_after.end(), [](unsigned char c) { return std::isdigit(c); });
+    if (!retry_after.empty() && digits && retry_after.size() < 6) {
       return std::min(std::chrono::milliseconds(std::stoll(retry_after) * 1000), options.max_backoff);
     }
     auto d = options.initial_backoff * (1LL << std::min(attempt, 16));
@@ -440,6 +444,7 @@ Status KubeClient::Impl::Watch(std::string_view collection_path, const WatchOpti
         return false;
       }
     };
+    auto started = std::chrono::steady_clock::now();
     auto r = Perform("GET", watch_path, nullptr, "", left, &sink);
     if (!r) return Fail(r.error());
     if (stopped) return {};
@@ -459,7 +464,19 @@ Status KubeClient::Impl::Watch(std::string_view collection_path, const WatchOpti
       continue;
     }
     long s = r->status;
-    if (s == 200) continue;  // the server ended the watch (timeoutSeconds): resume from rv
+    if (s == 200) {
+      // The server ended the watch (timeoutSeconds): resume from rv. A server that ends watches at
+      // once without sending anything must not make this a busy loop.
+      if (!got_event && std::chrono::steady_clock::now() - started < kMinQuietWatch) {
+        if (++failures >= kMaxWatchFailures) {
+          return Fail(Errc::unavailable, "watch " + path + ": the server keeps ending watches at once");
+        }
+        std::this_thread::sleep_for(std::min(Backoff(failures - 1, ""),
+                                             std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                 opts.deadline - std::chrono::steady_clock::now())));
+      }
+      continue;
+    }
     if (s == 401 && !reauthed && config.InvalidateToken()) {
       reauthed = true;
       continue;
