@@ -88,7 +88,7 @@ TEST_CASE("kube client: verified TLS, user agent, CRUD and patches", "[kube][cli
   CHECK(log[3]["content_type"] == "application/json-patch+json");
 }
 
-TEST_CASE("kube client: 401 and 403 are mapped; bad CA fails with a clear error", "[kube][client]") {
+TEST_CASE("kube client: 401 and 403 are mapped and a bad CA fails with a clear error", "[kube][client]") {
   FakeKube fake;
   {
     KubeClient bad(fake.Config("wrong-token"));

@@ -99,7 +99,7 @@ TEST_CASE("kubeconfig: KUBECONFIG files merge with kubectl's precedence", "[kube
   CHECK(*c2->BearerToken() == "tok-u2");
 }
 
-TEST_CASE("kubeconfig: relative paths resolve against the file's directory; data wins over files",
+TEST_CASE("kubeconfig: relative paths resolve against the file's directory and data wins over files",
           "[kube][kubeconfig]") {
   TempDir dir;
   dir.File("conf/certs/ca.pem", kPem);
@@ -294,7 +294,7 @@ TEST_CASE("kubeconfig: exec plugin caches until expiry, re-runs after invalidati
   }
 }
 
-TEST_CASE("kubeconfig: exec plugin credentials near expiry are refreshed; expired ones are errors",
+TEST_CASE("kubeconfig: exec plugin credentials near expiry are refreshed and expired ones are errors",
           "[kube][kubeconfig][exec]") {
   const std::string api = "client.authentication.k8s.io/v1";
   SECTION("expires within the refresh slack: every call runs the plugin") {

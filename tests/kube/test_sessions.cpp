@@ -186,7 +186,7 @@ TEST_CASE("sessions: WaitReady ends on Failed and on owner suspension with the s
   }
 }
 
-TEST_CASE("sessions: WaitReady resumes an idle-suspended Session; the acknowledgement follows",
+TEST_CASE("sessions: WaitReady resumes an idle-suspended Session and the acknowledgement follows",
           "[kube][sessions][wait][resume]") {
   FakeKube fake(/*ready_delay=*/0.3);
   KubeClient client(fake.Config());
