@@ -310,3 +310,16 @@ TEST_CASE("cli: watch prints the Session's events until interrupted", "[cli]") {
   REQUIRE(human.out.find("[1]") == std::string::npos);  // since 1: event 1 is not repeated
   REQUIRE(human.out.find("turn.completed") != std::string::npos);
 }
+
+TEST_CASE("cli: --exec runs a turn through a child process (the runtime's stdio client)", "[cli]") {
+  const std::string client = std::string(SESSIONTURN_BINARY_DIR) + "/sessionturn-local-runtime";
+  if (::access(client.c_str(), X_OK) != 0) FAIL("not built: " << client);
+  TempDir dir;
+  auto runtime = StartRuntime(dir);
+  auto run = RunCli({"turn", "--json", "through a pipe", "--exec", client, "client", "--socket", runtime->socket_path()});
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  auto j = nlohmann::json::parse(run.out);
+  REQUIRE(j["status"] == "completed");
+  REQUIRE(j["text"] == "echo #1: through a pipe");
+}
