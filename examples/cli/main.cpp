@@ -60,7 +60,9 @@ Connection (one of):
 
 turn options:
   --timeout SECONDS    bound for the whole turn (default 3600); then the turn is abandoned
-  --questions MODE     decline (default) or ask: prompt on the terminal for each question
+  --questions MODE     decline (default) or ask: show each question with numbered options and read
+                       the answer (a number, numbers for multi-select, or free text; an empty line
+                       declines) from stdin, or from the terminal when PROMPT is '-'
   --no-reconnect       fail instead of reconnecting when the stream drops
   --allow-commands     let a prompt starting with '!' or '/goal' reach the runtime as a command
   --json               print one JSON object at the end instead of streaming the reply
