@@ -30,6 +30,8 @@ from ._sessionturn import (  # noqa: F401  (re-exported)
     QuestionRequest,
     RejectedError,
     Responder,
+    Session,
+    SessionClient,
     TimeoutError,
     TooLargeError,
     TurnHandle,
@@ -44,7 +46,7 @@ __version__ = "0.1.0"
 __all__ = [
     "CancelledError", "ConflictError", "ConnectionFailedError", "ConnectionLostError", "Driver", "Error", "Event",
     "EventStream", "FailedError", "ForbiddenError", "InternalError", "InvalidArgumentError", "IoError",
-    "LocalRuntime", "NotFoundError", "ProtocolError", "Question", "QuestionRequest", "RejectedError", "Responder",
+    "LocalRuntime", "NotFoundError", "ProtocolError", "Question", "QuestionRequest", "RejectedError", "Responder", "Session", "SessionClient",
     "TimeoutError", "TooLargeError", "TurnHandle", "TurnResult", "UnauthorizedError", "UnavailableError",
     "WouldBlockError",
 ]

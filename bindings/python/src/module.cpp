@@ -26,6 +26,8 @@
 #include "sessionturn/testing/local_runtime.hpp"
 #include "sessionturn/turn.hpp"
 
+#include "common.hpp"
+
 namespace py = pybind11;
 namespace st = sessionturn;
 
@@ -69,11 +71,17 @@ py::object MakeException(const st::Error& error) {
   return exc;
 }
 
-[[noreturn]] void Raise(const st::Error& error) {
+}  // namespace
+
+[[noreturn]] void sessionturn::python::Raise(const st::Error& error) {
   py::object exc = MakeException(error);
   PyErr_SetObject(exc.get_type().ptr(), exc.ptr());
   throw py::error_already_set();
 }
+
+namespace {
+
+using sessionturn::python::Raise;
 
 template <typename T>
 T Unwrap(st::Result<T> result) {
@@ -348,6 +356,13 @@ class PyDriver {
     auto d = std::unique_ptr<PyDriver>(new PyDriver());
     d->driver_ = std::make_unique<st::Driver>(*d->context_, st::MakeUnixConnector(*d->context_, path));
     d->describe_ = "unix:" + path;
+    return d;
+  }
+  static std::unique_ptr<PyDriver> FromConnector(
+      const std::function<std::shared_ptr<st::Connector>(st::Context&)>& make, std::string describe) {
+    auto d = std::unique_ptr<PyDriver>(new PyDriver());
+    d->driver_ = std::make_unique<st::Driver>(*d->context_, make(*d->context_));
+    d->describe_ = std::move(describe);
     return d;
   }
   static std::unique_ptr<PyDriver> Exec(const std::vector<std::string>& argv) {
@@ -651,6 +666,11 @@ void RegisterErrors(py::module_& m) {
 
 }  // namespace
 
+py::object sessionturn::python::NewDriver(const std::function<std::shared_ptr<st::Connector>(st::Context&)>& make,
+                                         std::string describe) {
+  return py::cast(PyDriver::FromConnector(make, std::move(describe)));
+}
+
 PYBIND11_MODULE(_sessionturn, m) {
   m.doc() = "sessionturn C++ bindings (use the `sessionturn` package)";
   RegisterErrors(m);
@@ -761,4 +781,6 @@ PYBIND11_MODULE(_sessionturn, m) {
       .def_property_readonly("running", &PyLocalRuntime::running)
       .def("driver", [](const PyLocalRuntime& r) { return PyDriver::Unix(r.socket_path()); },
            "A driver connected to this runtime's socket.");
+
+  sessionturn::python::RegisterKube(m);
 }
