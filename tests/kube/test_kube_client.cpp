@@ -6,6 +6,7 @@
 #include <atomic>
 #include <future>
 
+#include "kube/kube_util.hpp"
 #include "kube_support.hpp"
 #include "sessionturn/context.hpp"
 #include "sessionturn/kube.hpp"
@@ -334,4 +335,33 @@ TEST_CASE("kube client: blocking calls on a Context worker return would_block", 
   auto f = code.get_future();
   REQUIRE(f.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
   CHECK(f.get() == Errc::would_block);
+}
+
+TEST_CASE("kube client: kubeconfig auth kinds against the fake (data fields, client certificate, tokenFile)",
+          "[kube][client]") {
+  FakeKube fake;
+  TempDir dir;
+  auto b64 = [](const std::string& path) { return kube_internal::Base64Encode(testing_kube::Slurp(path)); };
+  dir.File("token", std::string(FakeKube::kToken) + "\n");
+  std::string kc = dir.File(
+      "config", "apiVersion: v1\nclusters:\n- name: f\n  cluster:\n    server: " + fake.Server() +
+                    "\n    certificate-authority-data: " + b64(fake.CaPath()) +
+                    "\nusers:\n- name: cert\n  user:\n    client-certificate-data: " + b64(fake.ClientCertPath()) +
+                    "\n    client-key-data: " + b64(fake.ClientKeyPath()) +
+                    "\n- name: file\n  user:\n    tokenFile: token\n"
+                    "contexts:\n- name: cert\n  context: {cluster: f, user: cert}\n"
+                    "- name: file\n  context: {cluster: f, user: file}\ncurrent-context: cert\n");
+  for (std::string ctx : {"cert", "file"}) {
+    DYNAMIC_SECTION(ctx) {
+      KubeConfigOptions o;
+      o.kubeconfig = kc;
+      o.context = ctx;
+      auto cfg = KubeConfig::Load(o);
+      REQUIRE(cfg);
+      KubeClient client(*cfg);
+      auto r = client.Get(kSessions);
+      REQUIRE(r);
+      CHECK(fake.RequestLog().back()["auth"] == (ctx == "cert" ? "certificate" : "bearer"));
+    }
+  }
 }
