@@ -194,7 +194,7 @@ typedef enum st_turn_status {
   ST_TURN_REMOVED = 3
 } st_turn_status;
 /* "completed", "failed", "interrupted", "removed"; "unknown" otherwise. Static storage. */
-ST_API const char *st_turn_status_name(st_turn_status status);
+ST_API const char *st_turn_status_name(int status);
 
 #define ST_TURN_OPTIONS_VERSION 1
 typedef struct st_turn_options {

@@ -381,7 +381,7 @@ ST_API void st_driver_free(st_driver* driver) {
   });
 }
 
-ST_API const char* st_turn_status_name(st_turn_status status) {
+ST_API const char* st_turn_status_name(int status) {
   return Guard("st_turn_status_name", static_cast<const char*>("unknown"), [&]() -> const char* {
     switch (status) {
       case ST_TURN_COMPLETED: return "completed";
