@@ -1,7 +1,9 @@
 // `sessionturn`: one turn, a watch or an interrupt against a Session runtime, from a shell.
 // A thin layer over driver.hpp: parse arguments, stream the reply, ask questions on the terminal,
 // map the outcome to an exit code a script can branch on.
+#include <fcntl.h>
 #include <signal.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -320,10 +322,33 @@ std::string Trim(std::string s) {
   return s.substr(first, last - first + 1);
 }
 
+// Turns terminal echo off while a secret answer is typed (when `fd` is a terminal at all).
+class EchoOff {
+ public:
+  EchoOff(int fd, bool active) : fd_(fd) {
+    if (!active || fd_ < 0 || isatty(fd_) != 1 || tcgetattr(fd_, &saved_) != 0) return;
+    termios quiet = saved_;
+    quiet.c_lflag &= ~static_cast<tcflag_t>(ECHO);
+    on_ = tcsetattr(fd_, TCSANOW, &quiet) == 0;
+  }
+  ~EchoOff() {
+    if (!on_) return;
+    tcsetattr(fd_, TCSANOW, &saved_);
+    std::fputc('\n', stderr);
+  }
+  EchoOff(const EchoOff&) = delete;
+  EchoOff& operator=(const EchoOff&) = delete;
+
+ private:
+  int fd_;
+  termios saved_{};
+  bool on_ = false;
+};
+
 // Asks every question of one input.requested on `in` (the terminal or stdin) and answers or
 // declines through the responder. An empty answer (or end of input) declines the whole request:
 // the runtime resolves an input only once every question has an answer.
-void AskQuestions(const PendingQuestion& pending, std::istream& in, StatusLine& status) {
+void AskQuestions(const PendingQuestion& pending, std::istream& in, int in_fd, StatusLine& status) {
   status.WriteOutput([] {}, true);
   std::map<std::string, std::vector<std::string>> answers;
   for (const st::InputQuestion& q : pending.event.questions) {
@@ -342,7 +367,12 @@ void AskQuestions(const PendingQuestion& pending, std::istream& in, StatusLine& 
     }
     std::fflush(stderr);
     std::string line;
-    if (!std::getline(in, line) || Trim(line).empty()) {
+    bool got = false;
+    {
+      EchoOff echo_off(in_fd, q.secret);
+      got = static_cast<bool>(std::getline(in, line));
+    }
+    if (!got || Trim(line).empty()) {
       std::fprintf(stderr, "(declined)\n");
       pending.responder.Decline();
       return;
@@ -489,9 +519,11 @@ int RunTurn(const Args& args) {
   // pipe them in).
   std::ifstream tty;
   std::istream* answers_in = &std::cin;
+  int answers_fd = STDIN_FILENO;  // for turning echo off on secret questions
   if (args.ask && *args.prompt == "-") {
     tty.open("/dev/tty");
     answers_in = tty.is_open() ? static_cast<std::istream*>(&tty) : nullptr;
+    answers_fd = tty.is_open() ? ::open("/dev/tty", O_RDONLY | O_CLOEXEC) : -1;
   }
 
   // The main thread waits for the outcome, asks questions and keeps the status line ticking.
@@ -503,7 +535,7 @@ int RunTurn(const Args& args) {
         questions.pop_front();
         lock.unlock();
         if (answers_in != nullptr) {
-          AskQuestions(q, *answers_in, status);
+          AskQuestions(q, *answers_in, answers_fd, status);
         } else {
           q.responder.Decline();
         }
@@ -517,6 +549,7 @@ int RunTurn(const Args& args) {
     }
   }
   status.Stop();
+  if (answers_fd > STDIN_FILENO) ::close(answers_fd);
 
   st::Result<st::TurnResult> result = std::move(*outcome);
   if (args.json) {

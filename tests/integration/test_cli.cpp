@@ -323,3 +323,26 @@ TEST_CASE("cli: --exec runs a turn through a child process (the runtime's stdio 
   REQUIRE(j["status"] == "completed");
   REQUIRE(j["text"] == "echo #1: through a pipe");
 }
+
+TEST_CASE("cli: --questions ask: multi-select numbers, free text, and an empty line declines", "[cli]") {
+  TempDir dir;
+  auto runtime = StartRuntime(dir, WriteScript(dir, R"({"turns": [[
+      {"type": "question", "questions": [
+        {"id": "langs", "question": "Which languages?", "multiSelect": true,
+         "options": [{"label": "C++"}, {"label": "Go"}, {"label": "Rust"}]},
+        {"id": "name", "question": "Project name?"}]},
+      {"type": "message", "text": "ok"}]], "repeat": "last"})"));
+  auto answered = RunCli({"turn", "--json", "--questions", "ask", "--socket", runtime->socket_path(), "q"},
+                         "1, 3\nmy project\n");
+  INFO(answered.err);
+  REQUIRE(answered.exit_code == 0);
+  const std::string text = nlohmann::json::parse(answered.out)["text"];
+  REQUIRE(text.find("langs=C++,Rust") != std::string::npos);
+  REQUIRE(text.find("name=my project") != std::string::npos);
+
+  auto declined = RunCli({"turn", "--json", "--questions", "ask", "--socket", runtime->socket_path(), "q"}, "\n");
+  REQUIRE(declined.exit_code == 0);
+  auto d = nlohmann::json::parse(declined.out);
+  REQUIRE(d["declinedQuestions"] == 1);
+  REQUIRE(d["answeredQuestions"] == 0);
+}
