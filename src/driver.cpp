@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <future>
 #include <mutex>
 #include <unordered_map>
@@ -18,6 +19,8 @@ using Strand = asio::strand<asio::io_context::executor_type>;
 // Margin on top of an operation's own deadline for a blocking wait: the operation always reports by
 // its deadline (its timer fires on the Context), so this only matters when the Context is stopped.
 constexpr std::chrono::milliseconds kBlockingWaitMargin = std::chrono::seconds(30);
+// On top of the abandon grace in ~Driver: time for the close to run once the grace has fired.
+constexpr std::chrono::milliseconds kDestructorWaitMargin = std::chrono::seconds(1);
 
 std::string Seconds(std::chrono::milliseconds ms) {
   if (ms.count() % 1000 == 0) return std::to_string(ms.count() / 1000) + "s";
@@ -101,8 +104,12 @@ struct Driver::Impl {
   Context& context;
   std::shared_ptr<Connector> connector;
   mutable std::mutex mu;
+  std::condition_variable idle;  // signalled when an operation ends (the destructor waits on it)
   std::unordered_map<const void*, std::weak_ptr<TurnOp>> turns;
   std::unordered_map<const void*, std::weak_ptr<WatchOp>> watches;
+  std::size_t one_shots = 0;
+
+  bool Idle() const { return turns.empty() && watches.empty() && one_shots == 0; }
 
   Impl(Context& c, std::shared_ptr<Connector> conn) : context(c), connector(std::move(conn)) {}
 };
@@ -252,8 +259,12 @@ class TurnOp : public std::enable_shared_from_this<TurnOp> {
     if (step.started) started_at_turn_ = now;
     if (step.deliver && options_.on_event) options_.on_event(event);
     if (abandoning_) {
-      if (step.accepted) {
-        // Abandoned between sending the message and its echo: now that it is a turn, withdraw it.
+      if (step.accepted || (step.started && withdrew_queued_)) {
+        // Abandoned between sending the message and its echo (now it is a turn), or our remove raced
+        // the turn's start (the runtime will reject it "no longer pending"): withdraw it as it is now.
+        // The superseded remove's rejection no longer counts as the runtime's word.
+        withdrawal_ids_.clear();
+        withdrew_queued_ = false;
         auto requests = tracker_.Abandon();
         if (requests.empty()) {
           Finish(Fail(*pending_error_));
@@ -261,6 +272,7 @@ class TurnOp : public std::enable_shared_from_this<TurnOp> {
         }
         for (const auto& r : requests) {
           withdrawal_ids_.insert(r.request_id);
+          withdrew_queued_ = withdrew_queued_ || r.type == request_type::kMessageRemove;
           Send(r);
         }
         return;
@@ -440,7 +452,10 @@ class TurnOp : public std::enable_shared_from_this<TurnOp> {
   void WithdrawThenFinish(std::vector<ClientRequest> requests, Error error) {
     abandoning_ = true;
     pending_error_ = std::move(error);
-    for (const auto& r : requests) withdrawal_ids_.insert(r.request_id);
+    for (const auto& r : requests) {
+      withdrawal_ids_.insert(r.request_id);
+      withdrew_queued_ = withdrew_queued_ || r.type == request_type::kMessageRemove;
+    }
     for (std::size_t i = 0; i < requests.size(); ++i) {
       const bool last = i + 1 == requests.size();
       Send(requests[i], [self = shared_from_this(), last, type = requests[i].type](Status status) {
@@ -482,6 +497,7 @@ class TurnOp : public std::enable_shared_from_this<TurnOp> {
       std::lock_guard lock(driver_->mu);
       driver_->turns.erase(this);
     }
+    driver_->idle.notify_all();
     auto handler = std::move(handler_);
     handler_ = nullptr;
     // Release the caller's callbacks now: they may hold resources the caller wants back.
@@ -507,6 +523,7 @@ class TurnOp : public std::enable_shared_from_this<TurnOp> {
   bool abandoning_ = false;
   std::optional<Error> pending_error_;
   std::set<std::string> withdrawal_ids_;
+  bool withdrew_queued_ = false;  // a message.remove is among the withdrawal requests
   int reconnect_attempts_ = 0;
   int reconnects_ = 0;
   std::string last_drop_;
@@ -712,6 +729,7 @@ class WatchOp : public std::enable_shared_from_this<WatchOp> {
       std::lock_guard lock(driver_->mu);
       driver_->watches.erase(this);
     }
+    driver_->idle.notify_all();
     WatchEndHandler on_end = std::move(on_end_);
     on_end_ = nullptr;
     {
@@ -766,6 +784,10 @@ class OneShotOp : public std::enable_shared_from_this<OneShotOp> {
         timer_(strand_) {}
 
   void Start() {
+    {
+      std::lock_guard lock(driver_->mu);
+      ++driver_->one_shots;
+    }
     asio::post(strand_, [self = shared_from_this()] {
       self->timer_.expires_after(self->timeout_);
       self->timer_.async_wait([self](const asio::error_code& ec) {
@@ -840,6 +862,11 @@ class OneShotOp : public std::enable_shared_from_this<OneShotOp> {
     conn_.reset();
     auto handler = std::move(handler_);
     if (handler) handler(std::move(status));
+    {
+      std::lock_guard lock(driver_->mu);
+      --driver_->one_shots;
+    }
+    driver_->idle.notify_all();
   }
 
   std::shared_ptr<Driver::Impl> driver_;
@@ -871,6 +898,12 @@ Driver::~Driver() {
   }
   for (auto& op : turns) op->Cancel(Error(Errc::cancelled, "the Driver was destroyed while the turn was in flight"));
   for (auto& op : watches) op->Stop();
+  // Give the abandoned turns their grace to write the withdrawal and close: returning at once would
+  // let the caller destroy the Context under them, leaving turns unwithdrawn and connections open.
+  // On a worker the wait would block the very thread they need, so there it does not wait.
+  if (impl_->context.InWorkerThread()) return;
+  std::unique_lock lock(impl_->mu);
+  impl_->idle.wait_for(lock, kAbandonGrace + kDestructorWaitMargin, [this] { return impl_->Idle(); });
 }
 
 namespace {

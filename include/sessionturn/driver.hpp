@@ -171,8 +171,9 @@ class WatchHandle {
 
 // One runtime (through its connector). Cheap to construct; each turn or watch has its own connection,
 // so many turns may be in flight at once (no thread per turn). All methods are thread-safe.
-// Destroying the Driver abandons the turns in flight (their handlers get Errc::cancelled) and stops
-// the watches; the Context must outlive the Driver.
+// Destroying the Driver abandons the turns in flight (their handlers get Errc::cancelled), stops the
+// watches, and (off the Context's workers) waits up to kAbandonGrace for them to write their
+// withdrawals and close. The Context must outlive the Driver.
 class Driver {
  public:
   Driver(Context& context, std::shared_ptr<Connector> connector);
