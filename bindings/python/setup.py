@@ -3,8 +3,8 @@ dependencies come from the repository root, two directories up), then packages i
 
     pip install --no-build-isolation ./bindings/python
 
-Environment: SESSIONTURN_CMAKE_ARGS (extra CMake arguments), SESSIONTURN_BUILD_DIR (reuse a build
-directory instead of a temporary one), SESSIONTURN_JOBS (parallel jobs, default 2)."""
+Environment: SESSIONTURN_CMAKE_ARGS (extra CMake arguments), SESSIONTURN_BUILD_DIR (a build directory
+to use instead of a temporary one; one that is already configured is only built, not reconfigured), SESSIONTURN_JOBS (parallel jobs, default 2)."""
 import glob
 import os
 import shlex
@@ -28,8 +28,13 @@ class CMakeBuild(build_ext):
     def build_extension(self, ext):
         if not os.path.exists(os.path.join(ROOT, "CMakeLists.txt")):
             raise RuntimeError("sessionturn: the repository root (%s) is needed to build the extension" % ROOT)
-        build_dir = os.environ.get("SESSIONTURN_BUILD_DIR") or os.path.join(os.path.abspath(self.build_temp), "cmake")
+        reuse = os.environ.get("SESSIONTURN_BUILD_DIR")
+        build_dir = os.path.abspath(reuse) if reuse else os.path.join(os.path.abspath(self.build_temp), "cmake")
         os.makedirs(build_dir, exist_ok=True)
+        if reuse and os.path.exists(os.path.join(build_dir, "CMakeCache.txt")):
+            # An existing configured build (e.g. the developer's): build the module, keep its settings.
+            self._build(build_dir, ext)
+            return
         args = [
             "cmake", "-S", ROOT, "-B", build_dir,
             "-DCMAKE_BUILD_TYPE=Release",
@@ -46,6 +51,9 @@ class CMakeBuild(build_ext):
             pass  # pybind11-dev's CMake package may still be found
         args += shlex.split(os.environ.get("SESSIONTURN_CMAKE_ARGS", ""))
         subprocess.check_call(args)
+        self._build(build_dir, ext)
+
+    def _build(self, build_dir, ext):
         jobs = os.environ.get("SESSIONTURN_JOBS", "2")
         subprocess.check_call(["cmake", "--build", build_dir, "--target", "_sessionturn", "-j", jobs])
         built = glob.glob(os.path.join(build_dir, "python", "sessionturn", "_sessionturn*.so"))
