@@ -33,7 +33,7 @@ const char kUsage[] =
     "                         script:FILE    steps from a JSON file (see docs/local-runtime.md)\n"
     "                         command:CMD    runs CMD with /bin/sh -c per turn, prompt on stdin,\n"
     "                                        each stdout line streamed as a delta\n"
-    "                         flood:N        N tiny deltas as fast as possible (benchmarks)\n"
+    "                         flood:N        N tiny deltas as fast as readers take them (benchmarks)\n"
     "  --allow-shell        run `!` commands from prompts (off: such a turn records a failed tool event)\n"
     "  --session-name NAME  the sessionName in runtime.status and SESSIONTURN_SESSION (default local)\n"
     "client  copies stdin to the socket and the socket to stdout; half-closes on stdin EOF and exits\n"

@@ -23,7 +23,9 @@ namespace {
 
 // How many burst deltas are emitted before the run yields the I/O thread, so subscribers' writes
 // interleave with a flood instead of queueing behind all of it.
-constexpr std::int64_t kBurstSlice = 16;
+constexpr std::int64_t kBurstSlice = 64;  // well under the 256-event subscriber bound
+// How long flood:N waits before looking again at a subscriber that is more than half its bound behind.
+constexpr std::chrono::microseconds kFloodPacing{200};
 // How often a command whose output streams have closed is polled for its exit status.
 constexpr std::chrono::milliseconds kReapPoll{5};
 // How much of a command's stderr is kept for the failure message.
@@ -280,6 +282,13 @@ class StepRun : public TurnRun, public std::enable_shared_from_this<StepRun> {
         Emit(event_type::kFileDiff, [&](Event& e) { e.diff = s.json; });
         break;
       case StepKind::burst: {
+        if (paced_ && host_->Backlog() > host_->BacklogBound() / 2) {
+          // flood:N measures what the fan-out sustains, not how fast it drops readers: wait for the
+          // slowest subscriber to drain below half its bound.
+          timer_.expires_after(kFloodPacing);
+          timer_.async_wait([self = shared_from_this()](const asio::error_code&) { self->Next(); });
+          return;
+        }
         std::int64_t n = std::min(kBurstSlice, s.count - burst_done_);
         for (std::int64_t i = 0; i < n; ++i) Emit(event_type::kAssistantDelta, [&](Event& e) { e.text = s.text; });
         burst_done_ += n;
@@ -307,6 +316,7 @@ class StepRun : public TurnRun, public std::enable_shared_from_this<StepRun> {
  public:
   std::chrono::milliseconds pace_{0};  // pause after each delta (the echo provider's pacing)
   bool expand_ = true;                 // expand {prompt}/{turn}/{n} in step texts (scripts only)
+  bool paced_ = false;                 // bursts wait for the slowest subscriber (flood:N only)
 
  private:
   std::shared_ptr<TurnHost> host_;
@@ -369,7 +379,9 @@ class FloodProvider : public Provider {
     steps[0].text = "x";
     steps[1].kind = StepKind::message;
     steps[1].text = "flood of " + std::to_string(count_) + " deltas done";
-    return std::make_shared<StepRun>(std::move(host), std::move(input), std::move(steps));
+    auto run = std::make_shared<StepRun>(std::move(host), std::move(input), std::move(steps));
+    run->paced_ = true;
+    return run;
   }
   std::int64_t count_ = 0;
 };

@@ -35,6 +35,10 @@ class TurnHost {
   // Runs `fn` once the provider is resumed (at once if it is not paused).
   virtual void WhenResumed(std::function<void()> fn) = 0;
   virtual asio::io_context& io() = 0;
+  // Live events queued to the slowest subscriber, and the bound at which it is dropped. Only the
+  // benchmark flood looks at them (a real provider cannot see its readers).
+  virtual std::size_t Backlog() const = 0;
+  virtual std::size_t BacklogBound() const = 0;
 };
 
 struct TurnInput {

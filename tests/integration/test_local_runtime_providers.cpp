@@ -32,6 +32,7 @@ std::unique_ptr<Started> Start(std::string provider, LocalRuntimeOptions o = {})
   }
   o.provider = provider;
   o.socket_path = s->dir / "rt.sock";
+  if (!o.log_sink) o.log_sink = [](LogLevel, std::string_view) {};  // expected warnings stay out of the output
   auto r = LocalRuntime::Start(o);
   if (!r) FAIL("Start: " << r.error().ToString());
   s->rt = std::move(*r);

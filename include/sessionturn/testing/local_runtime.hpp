@@ -43,7 +43,8 @@ struct LocalRuntimeOptions {
   std::string socket_path;  // required; created 0600, a stale socket is replaced, parent dir created 0700
   std::string state_dir;    // empty: in-memory journal only (it still survives Restart())
   // "echo" | "script:FILE" (JSON, docs/local-runtime.md) | "command:CMD" (run by /bin/sh -c per turn)
-  // | "flood:N" (N tiny deltas as fast as possible, for benchmarks)
+  // | "flood:N" (N tiny deltas as fast as the slowest subscriber takes them: it waits while one is over
+  //   half its bound, so a subscriber that never reads stalls it; for benchmarks)
   std::string provider = "echo";
   bool allow_shell = false;  // run `!` commands; otherwise such a turn records a failed tool event
   std::string session_name = "local";
