@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <future>
+#include <thread>
+#include <vector>
 
 #include "kube/kube_util.hpp"
 #include "kube_support.hpp"
@@ -364,4 +366,37 @@ TEST_CASE("kube client: kubeconfig auth kinds against the fake (data fields, cli
       CHECK(fake.RequestLog().back()["auth"] == (ctx == "cert" ? "certificate" : "bearer"));
     }
   }
+}
+
+TEST_CASE("kube client: concurrent calls from several threads share the pool and the credentials",
+          "[kube][client][concurrency]") {
+  FakeKube fake;
+  TempDir dir;
+  dir.File("token", std::string(FakeKube::kToken) + "\n");
+  std::string kc = dir.File("config", "apiVersion: v1\nclusters:\n- name: f\n  cluster:\n    server: " + fake.Server() +
+                                          "\n    certificate-authority: " + fake.CaPath() +
+                                          "\nusers:\n- name: u\n  user:\n    tokenFile: token\n"
+                                          "contexts:\n- name: f\n  context: {cluster: f, user: u}\ncurrent-context: f\n");
+  KubeConfigOptions o;
+  o.kubeconfig = kc;
+  auto cfg = KubeConfig::Load(o);
+  REQUIRE(cfg);
+  KubeClient client(*cfg);
+  constexpr int kThreads = 4;
+  constexpr int kCallsEach = 10;
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kCallsEach; ++i) {
+        std::string name = "c-" + std::to_string(t) + "-" + std::to_string(i);
+        if (client.Post(kSessions, SessionObject(name)) && client.Get(kSessions + "/" + name)) ++ok;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHECK(ok == kThreads * kCallsEach);
+  auto list = client.Get(kSessions);
+  REQUIRE(list);
+  CHECK((*list)["items"].size() == static_cast<std::size_t>(kThreads * kCallsEach));
 }
