@@ -42,6 +42,9 @@ struct KubeExecEndpoint {
   // Returns the bearer token ("" for none). Called on every connect, off the Context's workers when
   // it may block (a KubeConfig's may run an exec plugin). Empty function: no Authorization header.
   std::function<Result<std::string>()> bearer_token;
+  // Called once after a 401: forget cached credentials; true when a retry may get a different token
+  // (KubeConfig::InvalidateToken). Empty: a 401 is final.
+  std::function<bool()> invalidate_token;
   std::chrono::milliseconds connect_timeout{30'000};    // DNS + TCP + proxy + TLS
   std::chrono::milliseconds handshake_timeout{30'000};  // the HTTP upgrade
   std::chrono::milliseconds close_timeout{5'000};       // waiting for the server's close frame

@@ -85,7 +85,11 @@ ExecConnection::ExecConnection(Context& context, std::shared_ptr<WebSocket> sock
                                ConnectionLimits limits)
     : socket_(std::move(socket)), describe_(std::move(describe)), lines_(limits, describe_, &context) {}
 
-ExecConnection::~ExecConnection() { socket_->Abort(); }
+ExecConnection::~ExecConnection() {
+  // After Close() the socket finishes its close handshake on its own; otherwise hang up now. The
+  // last reference is released after any posted job ran, so `closed_` is current here.
+  if (!closed_) socket_->Abort();
+}
 
 void ExecConnection::Begin() {
   // A weak reference: the socket's handler must not keep this connection alive (the connection owns
@@ -185,8 +189,9 @@ void ExecConnection::Close() {
       std::string frame{static_cast<char>(exec_channel::kClose), static_cast<char>(exec_channel::kStdin)};
       self->socket_->Send(std::move(frame), /*binary=*/true, nullptr);
     }
-    // The close handshake keeps `self` (and so the socket) alive until it completes or times out.
-    self->socket_->AsyncClose(1000, [self](Status) {});
+    // The socket keeps itself alive through the close handshake (bounded by its close timeout); a
+    // handler holding `self` here would make a cycle that outlives a Context torn down meanwhile.
+    self->socket_->AsyncClose(1000, nullptr);
   });
 }
 
@@ -274,7 +279,9 @@ struct KubeExecConnector::Impl : std::enable_shared_from_this<KubeExecConnector:
     return target;
   }
 
-  void Connect(ConnectHandler handler) {
+  // `may_retry`: a 401 may be retried once with a fresh token (an exec credential that expired
+  // between the plugin run and the request, a rotated token file).
+  void Connect(ConnectHandler handler, bool may_retry = true) {
     auto self = shared_from_this();
     auto fail = [this](ConnectHandler& h, Error e) {
       e.message = Describe() + ": " + e.message;
@@ -288,8 +295,18 @@ struct KubeExecConnector::Impl : std::enable_shared_from_this<KubeExecConnector:
       if (!token->empty()) target->headers.emplace_back("Authorization", "Bearer " + *token);
     }
     kube::WebSocket::AsyncConnect(
-        context, std::move(*target), [self, handler = std::move(handler)](Result<std::shared_ptr<kube::WebSocket>> ws) {
+        context, std::move(*target),
+        [self, may_retry, handler = std::move(handler)](Result<std::shared_ptr<kube::WebSocket>> ws) mutable {
           if (!ws) {
+            if (may_retry && ws.error().code == Errc::unauthorized && self->endpoint.invalidate_token) {
+              // Both the invalidation and the next token may block (files, plugins): off the workers.
+              std::thread([self, error = ws.error(), handler = std::move(handler)]() mutable {
+                if (self->endpoint.invalidate_token()) return self->Connect(std::move(handler), false);
+                error.message = self->Describe() + ": " + error.message + " (no fresher token is available)";
+                handler(Fail(std::move(error)));
+              }).detach();
+              return;
+            }
             Error e = ws.error();
             e.message = self->Describe() + ": " + e.message;
             return handler(Fail(std::move(e)));

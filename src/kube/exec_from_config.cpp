@@ -21,6 +21,7 @@ KubeExecEndpoint ExecEndpointFromConfig(const KubeConfig& kube) {
   endpoint.insecure_skip_tls_verify = kube.Tls().insecure_skip_verify;
   endpoint.proxy_url = kube.ProxyUrl();
   endpoint.bearer_token = [kube]() { return kube.BearerToken(); };
+  endpoint.invalidate_token = [kube]() { return kube.InvalidateToken(); };
   return endpoint;
 }
 

@@ -668,7 +668,9 @@ class WsImpl final : public WebSocket, public std::enable_shared_from_this<WsImp
       Terminate(std::move(e), /*close_now=*/false);
       return false;
     }
-    return !transport_closed_ && !terminated_;
+    // Keep reading after delivery ended too: our close waits for the peer's close frame, which may
+    // come after data frames already in flight.
+    return !transport_closed_;
   }
 
   void OnEvent(WsReader::Event&& e) {

@@ -6,6 +6,7 @@ test's end) or it is killed. Every connection is driven by the client's text/bin
 
   "big N"      one unfragmented message of N bytes
   "frag N K"   one message of N bytes sent as K-byte fragments, with a ping between fragments
+  "stream N"   N binary messages of 1 KiB, back to back
   "ping"       the server pings ("hello-ping") and answers "pong-ok" once the pong arrived
   "close"      the server closes with code 4000, reason "bye"
   "headers"    the server answers with the request's Authorization header ("auth:<value>")
@@ -76,6 +77,10 @@ async def handler(ws, path=None):
                             await ws.ping(b"mid-%d" % index)
 
                 await ws.send(fragments())
+            elif words[:1] == ["stream"]:
+                # Many messages back to back: some are still in flight when the client closes.
+                for i in range(int(words[1])):
+                    await ws.send(b"s" * 1024)
             elif words == ["ping"]:
                 waiter = await ws.ping(b"hello-ping")
                 await asyncio.wait_for(waiter, 10)

@@ -2,6 +2,7 @@
 // side of the fake API server, standard-library Python) bridging to a unix-socket line echo peer.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <future>
 #include <memory>
 
@@ -246,6 +247,34 @@ TEST_CASE("exec: bearer token from the endpoint and from a KubeConfig; 401 witho
     auto line = ReadSync(**conn);
     REQUIRE(line);
     CHECK(*line == "echo:via kubeconfig");
+  }
+  {
+    // A 401 invalidates the cached token and retries once with a fresh one.
+    auto fresh = std::make_shared<std::atomic<bool>>(false);
+    auto invalidations = std::make_shared<std::atomic<int>>(0);
+    KubeExecEndpoint endpoint = fake.Endpoint();
+    endpoint.bearer_token = [fresh] { return Result<std::string>(*fresh ? "tok-123" : "expired"); };
+    endpoint.invalidate_token = [fresh, invalidations] {
+      ++*invalidations;
+      *fresh = true;
+      return true;
+    };
+    KubeExecConnector connector(context, endpoint, "ns", "pod");
+    auto conn = ConnectSync(connector);
+    INFO((conn ? std::string() : conn.error().ToString()));
+    REQUIRE(conn);
+    CHECK(*invalidations == 1);
+    // A second 401 after the retry is final.
+    *fresh = false;
+    endpoint.invalidate_token = [invalidations] {
+      ++*invalidations;
+      return true;
+    };
+    KubeExecConnector stale(context, endpoint, "ns", "pod");
+    auto refused = ConnectSync(stale);
+    REQUIRE(!refused);
+    CHECK(refused.error().code == Errc::unauthorized);
+    CHECK(*invalidations == 2);
   }
   {
     // A token source that fails is reported, not turned into an anonymous request.

@@ -209,6 +209,23 @@ TEST_CASE("handshake, v5 agreed, text and binary echo, clean close", "[websocket
   CHECK(CloseSync(**ws));
 }
 
+TEST_CASE("our close completes although data frames are still in flight", "[websocket]") {
+  Context context;
+  wstest::PeerProcess peer(PeerArgs({}));
+  WsTarget t = LocalTarget(peer.Port());
+  t.close_timeout = std::chrono::seconds(15);  // a timeout would show as an error status, not as slowness
+  auto ws = ConnectSync(context, t);
+  REQUIRE(ws);
+  auto inbox = StartCollecting(**ws);
+  REQUIRE(SendSync(**ws, "stream 2000"));
+  auto m = inbox->Pop();
+  REQUIRE(m);
+  REQUIRE(*m);
+  auto closed = CloseSync(**ws);
+  INFO((closed ? std::string() : closed.error().ToString()));
+  CHECK(closed);
+}
+
 TEST_CASE("v4 fallback when the server only speaks v4", "[websocket]") {
   Context context;
   wstest::PeerProcess peer(PeerArgs({"--subprotocols", "v4.channel.k8s.io"}));
