@@ -21,7 +21,7 @@ stderr_text (reported when the bridge ends), drop_after_bytes (cut the TCP conne
 Status after that many stdout bytes).
 
 Run as a program it is a tiny standalone server for tests: `kube_exec_ws.py --pod-socket PATH
-[--echo-peer] [--v4-only] [--exit-code N] [--stderr TEXT]` prints "PORT <n>" and serves until stdin
+[--echo-peer] [--v4-only] [--exit-code N] [--stderr TEXT] [--token T] [--cert C --key K]` prints "PORT <n>" and serves until stdin
 closes; --echo-peer also runs a unix-socket line echo peer at PATH.
 """
 
@@ -295,6 +295,8 @@ def main():
     p.add_argument("--stderr", default=None)
     p.add_argument("--drop-after", type=int, default=None)
     p.add_argument("--token", default=None)
+    p.add_argument("--cert", default=None)
+    p.add_argument("--key", default=None)
     args = p.parse_args()
     if args.echo_peer:
         ready = threading.Event()
@@ -327,6 +329,11 @@ def main():
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
+    if args.cert:
+        import ssl
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(args.cert, args.key)
+        server.socket = ctx.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     print("PORT", server.server_address[1], flush=True)
     sys.stdin.read()

@@ -305,3 +305,44 @@ TEST_CASE("exec: dropping the last reference without Close releases the socket",
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   CHECK(weak.expired());
 }
+
+TEST_CASE("exec over TLS from a KubeConfig: CA, token, and a wrong CA refused", "[exec]") {
+  wstest::TempDir pki_dir;
+  auto pki = wstest::MakePki(pki_dir);
+  ExecFake fake({"--cert", pki.server_crt, "--key", pki.server_key, "--token", "tls-tok"});
+  REQUIRE(fake.server->Port() > 0);
+  Context context;
+  const std::string server = "https://127.0.0.1:" + std::to_string(fake.server->Port());
+  {
+    KubeTls tls;
+    tls.ca_pem = pki.Pem(pki.ca_crt);
+    KubeConfig kube = KubeConfig::FromParts(server, tls, "tls-tok", "ns");
+    auto connector = MakeKubeExecConnector(context, kube, "ns", "pod");
+    auto conn = ConnectSync(*connector);
+    INFO((conn ? std::string() : conn.error().ToString()));
+    REQUIRE(conn);
+    REQUIRE(WriteSync(**conn, "secure"));
+    auto line = ReadSync(**conn);
+    REQUIRE(line);
+    CHECK(*line == "echo:secure");
+    (*conn)->Close();
+  }
+  {
+    KubeTls tls;
+    tls.ca_pem = pki.Pem(pki.other_ca_crt);
+    KubeConfig kube = KubeConfig::FromParts(server, tls, "tls-tok", "ns");
+    auto conn = ConnectSync(*MakeKubeExecConnector(context, kube, "ns", "pod"));
+    REQUIRE(!conn);
+    CHECK(conn.error().code == Errc::connection_failed);
+    CHECK(conn.error().message.find("certificate verification failed") != std::string::npos);
+  }
+  {
+    // tls-server-name: the certificate is for localhost, the URL names the address.
+    KubeTls tls;
+    tls.ca_pem = pki.Pem(pki.ca_crt);
+    tls.server_name = "localhost";
+    KubeConfig kube = KubeConfig::FromParts(server, tls, "tls-tok", "ns");
+    auto conn = ConnectSync(*MakeKubeExecConnector(context, kube, "ns", "pod"));
+    CHECK(conn);
+  }
+}
