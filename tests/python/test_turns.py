@@ -161,3 +161,12 @@ def test_gil_is_released_while_blocking(slow_runtime):
     assert box["r"].status == "completed"
     # Pure-Python work ran throughout the multi-second turn.
     assert spins > 10000
+
+
+def test_blocking_call_from_a_callback_is_refused(driver):
+    def on_event(e):
+        if e.type == "turn.started":
+            driver.submit_turn("nested", timeout=WAIT)
+
+    with pytest.raises(sessionturn.WouldBlockError, match="callback"):
+        driver.submit_turn("outer", timeout=WAIT, on_event=on_event)

@@ -382,6 +382,12 @@ class PyDriver {
 
   PyTurnResult SubmitTurn(const std::string& prompt, double timeout, py::object on_event, py::object on_question,
                           bool reconnect, bool allow_commands, double answer_timeout) {
+    // Waiting on a worker would wait for the thread that has to finish the turn.
+    if (context_->InWorkerThread()) {
+      Raise(st::Error(st::Errc::would_block,
+                      "submit_turn was called from a callback (the driver's worker thread); use "
+                      "submit_turn_async or another thread"));
+    }
     auto state = std::make_shared<TurnState>();
     st::TurnOptions options = MakeOptions(state, timeout, std::move(on_event), std::move(on_question), reconnect,
                                           allow_commands, answer_timeout);
