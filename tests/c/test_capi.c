@@ -229,6 +229,7 @@ static void test_null_handles(void) {
 
   CHECK(st_context_new(NULL, NULL) == ST_E_INVALID_ARGUMENT);
   CHECK(strstr(st_last_error(), "out") != NULL);
+  CHECK(st_last_error_http_status() == 0);
   co.threads = 0;
   CHECK(st_context_new(&ctx, &co) == ST_E_INVALID_ARGUMENT && ctx == NULL);
   CHECK(strstr(st_last_error(), "threads") != NULL);
@@ -930,6 +931,7 @@ static void test_kube_sessions(void) {
   CHECK(st_session_resume(kube, "s2") == ST_OK);
   CHECK(st_session_wait_ready(NULL, kube, "s2", WAIT_SECONDS * 1000, 1) == ST_OK);
   CHECK(st_session_suspend(kube, "missing") == ST_E_NOT_FOUND);
+  CHECK(st_last_error_http_status() == 404);
 
   /* A driver for s1: through the fake's pods/exec to a local runtime. */
   REQUIRE(st_context_new(&ctx, NULL) == ST_OK);
