@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include <asio.hpp>
@@ -174,6 +175,28 @@ TEST_CASE("NO_PROXY matching", "[websocket]") {
   CHECK(NoProxyMatches("10.0.0.0/8", "10.1.2.3"));
   CHECK_FALSE(NoProxyMatches("10.0.0.0/8", "11.1.2.3"));
   CHECK_FALSE(NoProxyMatches("", "example.com"));
+}
+
+TEST_CASE("the proxy comes from HTTPS_PROXY / HTTP_PROXY unless NO_PROXY exempts the host", "[websocket]") {
+  // Saved and restored: other tests must not see these. No Context runs here (setenv is not thread-safe).
+  const char* names[] = {"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"};
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved;
+  for (const char* n : names) {
+    const char* v = std::getenv(n);
+    saved.emplace_back(n, v ? std::optional<std::string>(v) : std::nullopt);
+    unsetenv(n);
+  }
+  CHECK(ProxyFromEnvironment("api.example.com", true).empty());
+  setenv("HTTPS_PROXY", "http://proxy.corp:3128", 1);
+  CHECK(ProxyFromEnvironment("api.example.com", true) == "http://proxy.corp:3128");
+  CHECK(ProxyFromEnvironment("api.example.com", false).empty());  // ws:// uses HTTP_PROXY
+  setenv("no_proxy", "localhost,.example.com", 1);
+  CHECK(ProxyFromEnvironment("api.example.com", true).empty());
+  CHECK(ProxyFromEnvironment("api.other.org", true) == "http://proxy.corp:3128");
+  for (auto& [n, v] : saved) {
+    if (v) setenv(n.c_str(), v->c_str(), 1);
+    else unsetenv(n.c_str());
+  }
 }
 
 TEST_CASE("handshake, v5 agreed, text and binary echo, clean close", "[websocket]") {
