@@ -3,6 +3,7 @@
 // map the outcome to an exit code a script can branch on.
 #include <fcntl.h>
 #include <signal.h>
+#include <poll.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -13,7 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <fstream>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <mutex>
@@ -348,7 +349,37 @@ class EchoOff {
 // Asks every question of one input.requested on `in` (the terminal or stdin) and answers or
 // declines through the responder. An empty answer (or end of input) declines the whole request:
 // the runtime resolves an input only once every question has an answer.
-void AskQuestions(const PendingQuestion& pending, std::istream& in, int in_fd, StatusLine& status) {
+// Reads one line from `fd` (unbuffered, so nothing else's buffering steals input). Gives up (empty
+// optional) at end of input or as soon as `abandon()` is true: the turn may end (timeout, Ctrl-C,
+// the runtime resolving the question) while the user is still typing.
+std::optional<std::string> ReadAnswerLine(int fd, std::string& buffer, const std::function<bool()>& abandon) {
+  for (;;) {
+    const auto nl = buffer.find('\n');
+    if (nl != std::string::npos) {
+      std::string line = buffer.substr(0, nl);
+      buffer.erase(0, nl + 1);
+      return line;
+    }
+    if (abandon()) return std::nullopt;
+    pollfd p{fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(kStatusRefresh.count()));
+    if (ready < 0 && errno != EINTR) return std::nullopt;
+    if (ready <= 0) continue;
+    char chunk[1024];
+    const ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (buffer.empty()) return std::nullopt;
+      std::string line = std::move(buffer);  // a last line without its newline
+      buffer.clear();
+      return line;
+    }
+    buffer.append(chunk, static_cast<std::size_t>(n));
+  }
+}
+
+void AskQuestions(const PendingQuestion& pending, int in_fd, std::string& in_buffer,
+                  const std::function<bool()>& abandon, StatusLine& status) {
   status.WriteOutput([] {}, true);
   std::map<std::string, std::vector<std::string>> answers;
   for (const st::InputQuestion& q : pending.event.questions) {
@@ -366,12 +397,16 @@ void AskQuestions(const PendingQuestion& pending, std::istream& in, int in_fd, S
       std::fprintf(stderr, "A number, or your own answer (empty line declines): ");
     }
     std::fflush(stderr);
-    std::string line;
-    bool got = false;
+    std::optional<std::string> got;
     {
       EchoOff echo_off(in_fd, q.secret);
-      got = static_cast<bool>(std::getline(in, line));
+      got = ReadAnswerLine(in_fd, in_buffer, abandon);
     }
+    if (abandon()) {
+      std::fprintf(stderr, "\n");
+      return;  // the turn is over; nothing to answer any more
+    }
+    std::string line = got.value_or("");
     if (!got || Trim(line).empty()) {
       std::fprintf(stderr, "(declined)\n");
       pending.responder.Decline();
@@ -517,14 +552,13 @@ int RunTurn(const Args& args) {
 
   // Answers come from the terminal when stdin carried the prompt, else from stdin (so a script can
   // pipe them in).
-  std::ifstream tty;
-  std::istream* answers_in = &std::cin;
-  int answers_fd = STDIN_FILENO;  // for turning echo off on secret questions
-  if (args.ask && *args.prompt == "-") {
-    tty.open("/dev/tty");
-    answers_in = tty.is_open() ? static_cast<std::istream*>(&tty) : nullptr;
-    answers_fd = tty.is_open() ? ::open("/dev/tty", O_RDONLY | O_CLOEXEC) : -1;
-  }
+  int answers_fd = STDIN_FILENO;
+  if (args.ask && *args.prompt == "-") answers_fd = ::open("/dev/tty", O_RDONLY | O_CLOEXEC);  // -1: decline all
+  std::string answers_buffer;
+  auto turn_over = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return outcome.has_value();
+  };
 
   // The main thread waits for the outcome, asks questions and keeps the status line ticking.
   {
@@ -534,8 +568,8 @@ int RunTurn(const Args& args) {
         PendingQuestion q = std::move(questions.front());
         questions.pop_front();
         lock.unlock();
-        if (answers_in != nullptr) {
-          AskQuestions(q, *answers_in, answers_fd, status);
+        if (answers_fd >= 0) {
+          AskQuestions(q, answers_fd, answers_buffer, turn_over, status);
         } else {
           q.responder.Decline();
         }

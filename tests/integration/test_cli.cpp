@@ -55,7 +55,7 @@ struct Run {
 // Runs the CLI with `args`, feeding `input` on stdin. `until` (optional) is polled with the output
 // so far; when it returns true the CLI gets SIGINT (for watch).
 Run RunCli(const std::vector<std::string>& args, const std::string& input = "",
-           const std::function<bool(const std::string&)>& interrupt_when = {}) {
+           const std::function<bool(const std::string&)>& interrupt_when = {}, bool hold_stdin = false) {
   if (::access(kCli.c_str(), X_OK) != 0) FAIL("the CLI is not built: " << kCli << " (build target sessionturn_cli)");
   int in[2], out[2], err[2];
   REQUIRE(::pipe2(in, O_CLOEXEC) == 0);
@@ -80,7 +80,7 @@ Run RunCli(const std::vector<std::string>& args, const std::string& input = "",
   REQUIRE(rc == 0);
   // Small inputs only: written at once, then EOF.
   if (!input.empty()) REQUIRE(::write(in[1], input.data(), input.size()) == static_cast<ssize_t>(input.size()));
-  ::close(in[1]);
+  if (!hold_stdin) ::close(in[1]);
 
   Run run;
   const auto deadline = std::chrono::steady_clock::now() + kRunLimit;
@@ -106,6 +106,7 @@ Run RunCli(const std::vector<std::string>& args, const std::string& input = "",
   }
   ::close(out[0]);
   ::close(err[0]);
+  if (hold_stdin) ::close(in[1]);
   if (out_open || err_open) ::kill(pid, SIGKILL);  // a hang: the test fails below on the exit code
   int status = 0;
   ::waitpid(pid, &status, 0);
@@ -345,4 +346,19 @@ TEST_CASE("cli: --questions ask: multi-select numbers, free text, and an empty l
   auto d = nlohmann::json::parse(declined.out);
   REQUIRE(d["declinedQuestions"] == 1);
   REQUIRE(d["answeredQuestions"] == 0);
+}
+
+TEST_CASE("cli: a turn that times out while a question waits for the user still exits 4", "[cli]") {
+  TempDir dir;
+  auto runtime = StartRuntime(dir, WriteScript(dir, R"({"turns": [[
+      {"type": "question", "questions": [{"id": "q", "question": "Anyone there?"}]},
+      {"type": "message", "text": "ok"}]]})"));
+  const auto start = std::chrono::steady_clock::now();
+  // stdin stays open and silent: the user never answers.
+  auto run = RunCli({"turn", "--json", "--timeout", "2", "--questions", "ask", "--socket", runtime->socket_path(), "q"},
+                    "", {}, /*hold_stdin=*/true);
+  INFO(run.err);
+  REQUIRE(run.exit_code == 4);
+  REQUIRE(run.err.find("Anyone there?") != std::string::npos);
+  REQUIRE(std::chrono::steady_clock::now() - start < 30s);
 }
