@@ -287,6 +287,31 @@ TEST_CASE("exec: bearer token from the endpoint and from a KubeConfig; 401 witho
   }
 }
 
+TEST_CASE("exec: reconnecting from a handler on a Context worker does not block it", "[exec]") {
+  ExecFake fake({"--token", "tok-w"});
+  Context context;
+  KubeExecEndpoint endpoint = fake.Endpoint();
+  auto token_thread_was_worker = std::make_shared<std::atomic<int>>(-1);
+  endpoint.bearer_token = [&context, token_thread_was_worker] {
+    *token_thread_was_worker = context.InWorkerThread() ? 1 : 0;
+    return Result<std::string>("tok-w");
+  };
+  auto connector = std::make_shared<KubeExecConnector>(context, endpoint, "ns", "pod");
+  auto promise = std::make_shared<std::promise<Result<std::shared_ptr<Connection>>>>();
+  context.Post([connector, promise] {
+    connector->AsyncConnect([promise](Result<std::shared_ptr<Connection>> r) { promise->set_value(std::move(r)); });
+  });
+  auto future = promise->get_future();
+  REQUIRE(future.wait_for(kWait) == std::future_status::ready);
+  auto conn = future.get();
+  REQUIRE(conn);
+  CHECK(*token_thread_was_worker == 0);  // the token source ran off the workers
+  REQUIRE(WriteSync(**conn, "from a worker"));
+  auto line = ReadSync(**conn);
+  REQUIRE(line);
+  CHECK(*line == "echo:from a worker");
+}
+
 TEST_CASE("exec: dropping the last reference without Close releases the socket", "[exec]") {
   ExecFake fake({});
   Context context;
