@@ -362,3 +362,15 @@ TEST_CASE("cli: a turn that times out while a question waits for the user still 
   REQUIRE(run.err.find("Anyone there?") != std::string::npos);
   REQUIRE(std::chrono::steady_clock::now() - start < 30s);
 }
+
+TEST_CASE("cli: Ctrl-C abandons a running turn (the runtime is told to interrupt) and exits 1", "[cli]") {
+  TempDir dir;
+  auto runtime = StartRuntime(dir, WriteScript(dir, R"({"turns": [[{"type": "delta", "text": "working"},
+      {"type": "sleep", "ms": 30000}, {"type": "message", "text": "too late"}]]})"));
+  auto run = RunCli({"turn", "--socket", runtime->socket_path(), "long job"}, "",
+                    [](const std::string& out) { return out.find("working") != std::string::npos; });
+  INFO(run.err);
+  REQUIRE(run.exit_code == 1);
+  REQUIRE(run.err.find("cancelled") != std::string::npos);
+  REQUIRE(runtime->WaitForRequest([](const ClientRequest& r) { return r.type == request_type::kInterrupt; }, 10s));
+}
