@@ -41,6 +41,15 @@ std::string Preview(std::string_view line) {
   return std::string(line.substr(0, kPreviewBytes)) + (line.size() > kPreviewBytes ? "..." : "");
 }
 
+// A first connect that failed because the runtime is busy (its listen backlog is full: EAGAIN on a
+// unix socket, typical when thousands of turns start at once) is worth retrying under the reconnect
+// policy; one that failed because nothing listens (ENOENT, ECONNREFUSED) is reported at once.
+bool TransientConnectFailure(const Error& error) {
+  return error.code == Errc::connection_failed &&
+         (error.message.find("temporarily unavailable") != std::string::npos ||
+          error.message.find("no answer within") != std::string::npos);
+}
+
 std::chrono::milliseconds Backoff(const ReconnectPolicy& policy, int attempt) {
   auto delay = policy.initial_backoff;
   for (int i = 0; i < attempt && delay < policy.max_backoff; ++i) delay *= 2;
@@ -199,7 +208,7 @@ class TurnOp : public std::enable_shared_from_this<TurnOp> {
       return;
     }
     if (!result) {
-      if (!ever_connected_) {
+      if (!ever_connected_ && !(options_.reconnect.enabled && TransientConnectFailure(result.error()))) {
         Finish(Fail(Errc::connection_failed, "could not reach the runtime at " + driver_->connector->Describe() +
                                                  ": " + result.error().message));
         return;
@@ -399,6 +408,12 @@ class TurnOp : public std::enable_shared_from_this<TurnOp> {
 
   void ScheduleReconnect() {
     if (reconnect_attempts_ >= options_.reconnect.max_attempts) {
+      if (!ever_connected_) {
+        Finish(Fail(Errc::connection_failed, "could not reach the runtime at " + driver_->connector->Describe() +
+                                                 " in " + std::to_string(reconnect_attempts_ + 1) +
+                                                 " attempts: " + last_drop_));
+        return;
+      }
       Finish(Fail(Errc::connection_lost, "lost the runtime after " + std::to_string(reconnect_attempts_) +
                                              " reconnect attempts: " + last_drop_));
       return;
