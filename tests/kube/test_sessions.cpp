@@ -279,3 +279,21 @@ TEST_CASE("sessions: WaitReady polls when watches are refused, and honours its d
     CHECK(r.error().code == Errc::unauthorized);
   }
 }
+
+TEST_CASE("sessions: Watch delivers typed Sessions", "[kube][sessions]") {
+  FakeKube fake(/*ready_delay=*/0.2);
+  KubeClient client(fake.Config());
+  SessionClient sessions(client, "default");
+  REQUIRE(sessions.Create(Named("typed")));
+  std::vector<std::string> seen;
+  WatchOptions wo;
+  wo.deadline = In(kWait);
+  auto st = sessions.Watch(wo, [&](const std::string& type, const Session& s) {
+    seen.push_back(type + ":" + s.name + ":" + s.phase);
+    return !s.IsReady();
+  });
+  REQUIRE(st);
+  REQUIRE(seen.size() >= 2);
+  CHECK(seen.front().rfind("ADDED:typed:", 0) == 0);
+  CHECK(seen.back() == "MODIFIED:typed:Ready");
+}
