@@ -42,11 +42,12 @@ std::string Preview(std::string_view line) {
 }
 
 // A first connect that failed because the runtime is busy (its listen backlog is full: EAGAIN on a
-// unix socket, typical when thousands of turns start at once) is worth retrying under the reconnect
+// unix socket, ENOBUFS; typical when thousands of turns start at once) is worth retrying under the reconnect
 // policy; one that failed because nothing listens (ENOENT, ECONNREFUSED) is reported at once.
 bool TransientConnectFailure(const Error& error) {
   return error.code == Errc::connection_failed &&
          (error.message.find("temporarily unavailable") != std::string::npos ||
+          error.message.find("No buffer space") != std::string::npos ||  // ENOBUFS: the kernel is short
           error.message.find("no answer within") != std::string::npos);
 }
 
