@@ -2,6 +2,7 @@
 // side of the fake API server, standard-library Python) bridging to a unix-socket line echo peer.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <future>
 #include <memory>
@@ -370,4 +371,24 @@ TEST_CASE("exec over TLS from a KubeConfig: CA, token, and a wrong CA refused", 
     auto conn = ConnectSync(*MakeKubeExecConnector(context, kube, "ns", "pod"));
     CHECK(conn);
   }
+}
+
+// Not a test: `st_kube "[.exec-latency]"` prints round-trip figures of the exec path through the
+// Python bridge (which dominates them); kept hidden so it never runs in `make test`.
+TEST_CASE("exec round-trip latency through the fake bridge", "[.exec-latency]") {
+  ExecFake fake({});
+  Context context;
+  KubeExecConnector connector(context, fake.Endpoint(), "ns", "pod");
+  auto conn = ConnectSync(connector);
+  REQUIRE(conn);
+  std::vector<double> micros;
+  for (int i = 0; i < 2000; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    REQUIRE(WriteSync(**conn, R"({"type":"message","text":"ping"})"));
+    REQUIRE(ReadSync(**conn));
+    micros.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(micros.begin(), micros.end());
+  WARN("exec echo round trip over ws:// (2000 lines): p50 " << micros[micros.size() / 2] << " us, p99 "
+                                                              << micros[micros.size() * 99 / 100] << " us");
 }
