@@ -153,7 +153,7 @@ typedef struct st_question_request {
 } st_question_request;
 
 /* Answers or declines one question. Owned by the callback's receiver: free it with
- * st_responder_free (any thread) whether or not it was used. */
+ * st_responder_free (any thread) whether or not it was used, before freeing its driver. */
 typedef struct st_responder st_responder;
 
 /* `request` is borrowed for the call; `responder` is owned by the receiver. Runs on a worker: do not
@@ -260,7 +260,8 @@ typedef struct st_watch_options {
 typedef void (*st_watch_end_fn)(st_status status, const char *message, void *payload);
 
 /* Follows the Session's events. Non-blocking; `on_event` (required) and `on_end` (may be NULL) run
- * on a worker with `payload`, which must stay valid until st_watch_free returns. */
+ * on a worker with `payload`, which must stay valid until st_watch_free returns. Free the watch
+ * before its driver. */
 ST_API st_status st_driver_watch(st_watch **out, st_driver *driver, const st_watch_options *options,
                                  st_event_fn on_event, st_watch_end_fn on_end, void *payload);
 /* Stops delivering events and closes the connection. Idempotent. Not from a callback. */

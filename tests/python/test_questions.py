@@ -9,6 +9,7 @@ def test_question_answered_later_from_another_thread(question_runtime):
     d = question_runtime.driver()
     asked = []
     outcomes = []
+    timers = []
 
     def on_question(request, responder):
         asked.append(request)
@@ -18,9 +19,14 @@ def test_question_answered_later_from_another_thread(question_runtime):
             outcomes.append(responder.answer({"color": ["red"]}))  # exactly once
             outcomes.append(responder.decline())
 
-        threading.Timer(0.1, later).start()
+        t = threading.Timer(0.1, later)
+        timers.append(t)
+        t.start()
 
     result = d.submit_turn("ask me", timeout=WAIT, on_question=on_question, answer_timeout=WAIT)
+    # The turn may end as soon as the first answer lands, before the timer thread tried the others.
+    for t in timers:
+        t.join(WAIT)
     assert outcomes == [True, False, False]
     assert result.status == "completed"
     assert result.answered_questions == 1 and result.declined_questions == 0

@@ -244,8 +244,10 @@ void CallPython(const std::shared_ptr<TurnState>& state, Fn&& fn) {
 
 class PyResponder {
  public:
-  PyResponder(st::Responder responder, std::string input_id)
-      : responder_(std::move(responder)), input_id_(std::move(input_id)) {}
+  // `owner` is the Python Driver: the responder's C++ state uses the driver's Context, so the driver
+  // must outlive it even when a script keeps the responder and drops the driver.
+  PyResponder(st::Responder responder, std::string input_id, py::object owner)
+      : responder_(std::move(responder)), input_id_(std::move(input_id)), owner_(std::move(owner)) {}
   // Non-blocking (the request is written asynchronously); any thread. True when this call was the one.
   bool Answer(std::map<std::string, std::vector<std::string>> answers) {
     py::gil_scoped_release release;
@@ -260,6 +262,7 @@ class PyResponder {
  private:
   st::Responder responder_;
   std::string input_id_;
+  py::object owner_;
 };
 
 // A turn started asynchronously (for the asyncio facade): cancel() abandons it.
@@ -534,9 +537,11 @@ class PyDriver {
       if (!PyCallable_Check(on_question.ptr())) throw py::type_error("on_question must be callable or None");
       auto ref = std::make_shared<PyRef>(std::move(on_question));
       options.questions = st::QuestionPolicy::ask;
-      options.on_question = [state, ref](const st::Event& e, st::Responder responder) {
+      options.on_question = [this, state, ref](const st::Event& e, st::Responder responder) {
         CallPython(state, [&] {
-          ref->get()(PyQuestionRequest::From(e), PyResponder(std::move(responder), e.input_id));
+          // The Python wrapper of this driver (alive: a turn in flight holds it through its call).
+          py::object owner = py::cast(this, py::return_value_policy::reference);
+          ref->get()(PyQuestionRequest::From(e), PyResponder(std::move(responder), e.input_id, std::move(owner)));
         });
       };
     }
@@ -760,9 +765,10 @@ PYBIND11_MODULE(_sessionturn, m) {
            "Submit a prompt and block until the turn ends (the GIL is released; Ctrl-C abandons the turn).")
       .def("_start_turn", &PyDriver::StartTurn, py::arg("prompt"), py::arg("timeout"), py::arg("on_event"),
            py::arg("on_question"), py::arg("reconnect"), py::arg("allow_commands"), py::arg("answer_timeout"),
-           py::arg("done"))
+           py::arg("done"), py::keep_alive<0, 1>())
       .def("events", &PyDriver::Events, py::arg("since") = py::none(), py::kw_only(),
            py::arg("journal_id") = py::none(), py::arg("timeout") = py::none(), py::arg("reconnect") = true,
+           py::keep_alive<0, 1>(),  // the stream's watch runs on the driver's Context
            "Iterate over the Session's events from `since` (None: the retained journal). `timeout` bounds the "
            "wait for each event (TimeoutError).")
       .def("interrupt", &PyDriver::Interrupt, py::arg("timeout") = 30.0,
