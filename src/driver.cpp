@@ -172,7 +172,7 @@ class TurnOp : public std::enable_shared_from_this<TurnOp> {
   }
 
   void OnStart() {
-    if (options_.timeout.count() > 0) {
+    {
       deadline_.expires_after(options_.timeout);
       deadline_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
         if (ec) return;
@@ -337,7 +337,7 @@ class TurnOp : public std::enable_shared_from_this<TurnOp> {
     impl->op = weak_from_this();
     impl->input_id = event.input_id;
     responders_[event.input_id] = impl;
-    if (options_.answer_timeout.count() > 0) {
+    {
       auto timer = std::make_shared<asio::steady_timer>(strand_);
       timer->expires_after(options_.answer_timeout);
       timer->async_wait([self = shared_from_this(), impl](const asio::error_code& ec) {
@@ -934,6 +934,10 @@ Status ValidateTurn(const std::string& prompt, const TurnOptions& options) {
     return Fail(Errc::invalid_argument, "QuestionPolicy::ask needs an on_question callback");
   }
   if (options.reconnect.max_attempts < 0) return Fail(Errc::invalid_argument, "reconnect.max_attempts is negative");
+  // Every wait has a deadline: a zero or negative one is a mistake, not "forever".
+  if (options.timeout.count() <= 0) return Fail(Errc::invalid_argument, "the turn timeout must be positive");
+  if (options.answer_timeout.count() <= 0) return Fail(Errc::invalid_argument, "answer_timeout must be positive");
+  if (options.abandon_grace.count() < 0) return Fail(Errc::invalid_argument, "abandon_grace must not be negative");
   return {};
 }
 

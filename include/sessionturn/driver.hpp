@@ -98,14 +98,14 @@ struct ReconnectPolicy {
 };
 
 struct TurnOptions {
-  std::chrono::milliseconds timeout = kDefaultTurnTimeout;  // for the whole turn, from the call
+  std::chrono::milliseconds timeout = kDefaultTurnTimeout;  // for the whole turn, from the call; > 0
   CancellationToken cancel;                                 // cancelling abandons the turn: Errc::cancelled
   // Every event of our turn, in order, never twice (echo, deltas, tools, questions, status...).
   // Runs on a Context worker: must not block.
   std::function<void(const Event& event)> on_event;
   QuestionPolicy questions = QuestionPolicy::decline;
   QuestionHandler on_question;  // required with QuestionPolicy::ask
-  std::chrono::milliseconds answer_timeout = kDefaultAnswerTimeout;  // then the question is declined
+  std::chrono::milliseconds answer_timeout = kDefaultAnswerTimeout;  // then the question is declined; > 0
   ReconnectPolicy reconnect;
   // The runtime runs `!cmd` prompts as shell commands and `/goal` prompts as goals. Off by default:
   // such a prompt is refused with Errc::invalid_argument before any I/O.

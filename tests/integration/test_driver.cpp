@@ -661,3 +661,21 @@ TEST_CASE("driver: cancelled right after submitting, a queued turn is still with
   REQUIRE(f.driver->Interrupt().has_value());
   REQUIRE(Get(a).has_value());
 }
+
+TEST_CASE("driver: unusable options are refused with invalid_argument before any I/O", "[driver]") {
+  Fixture f;
+  auto expect_invalid = [&](std::string prompt, TurnOptions o) {
+    auto r = f.driver->SubmitTurn(std::move(prompt), std::move(o));
+    REQUIRE_FALSE(r.has_value());
+    CHECK(r.error().code == Errc::invalid_argument);
+  };
+  expect_invalid(" \n ", {});
+  TurnOptions ask;
+  ask.questions = QuestionPolicy::ask;  // without on_question
+  expect_invalid("hi", ask);
+  expect_invalid("hi", WithTimeout(0ms));
+  TurnOptions answer;
+  answer.answer_timeout = -1ms;
+  expect_invalid("hi", answer);
+  CHECK(f.runtime->ReceivedRequests().empty());
+}
