@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -47,6 +48,7 @@ struct TempDir {
 };
 
 struct Run {
+  std::string setup_error;
   int exit_code = -1;
   std::string out;
   std::string err;
@@ -54,13 +56,19 @@ struct Run {
 
 // Runs the CLI with `args`, feeding `input` on stdin. `until` (optional) is polled with the output
 // so far; when it returns true the CLI gets SIGINT (for watch).
-Run RunCli(const std::vector<std::string>& args, const std::string& input = "",
-           const std::function<bool(const std::string&)>& interrupt_when = {}, bool hold_stdin = false) {
-  if (::access(kCli.c_str(), X_OK) != 0) FAIL("the CLI is not built: " << kCli << " (build target sessionturn_cli)");
+// No Catch assertions inside (it may run on another thread): problems go to Run::setup_error.
+Run RunCliRaw(const std::vector<std::string>& args, const std::string& input = "",
+              const std::function<bool(const std::string&)>& interrupt_when = {}, bool hold_stdin = false) {
+  Run run;
+  if (::access(kCli.c_str(), X_OK) != 0) {
+    run.setup_error = "the CLI is not built: " + kCli + " (build target sessionturn_cli)";
+    return run;
+  }
   int in[2], out[2], err[2];
-  REQUIRE(::pipe2(in, O_CLOEXEC) == 0);
-  REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
-  REQUIRE(::pipe2(err, O_CLOEXEC) == 0);
+  if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+    run.setup_error = "pipe2 failed";
+    return run;
+  }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, in[0], 0);
@@ -77,12 +85,19 @@ Run RunCli(const std::vector<std::string>& args, const std::string& input = "",
   ::close(in[0]);
   ::close(out[1]);
   ::close(err[1]);
-  REQUIRE(rc == 0);
+  if (rc != 0) {
+    run.setup_error = std::string("posix_spawn failed: ") + std::strerror(rc);
+    ::close(in[1]);
+    ::close(out[0]);
+    ::close(err[0]);
+    return run;
+  }
   // Small inputs only: written at once, then EOF.
-  if (!input.empty()) REQUIRE(::write(in[1], input.data(), input.size()) == static_cast<ssize_t>(input.size()));
+  if (!input.empty() && ::write(in[1], input.data(), input.size()) != static_cast<ssize_t>(input.size())) {
+    run.setup_error = "writing stdin failed";
+  }
   if (!hold_stdin) ::close(in[1]);
 
-  Run run;
   const auto deadline = std::chrono::steady_clock::now() + kRunLimit;
   bool out_open = true, err_open = true, interrupted = false;
   while ((out_open || err_open) && std::chrono::steady_clock::now() < deadline) {
@@ -112,6 +127,13 @@ Run RunCli(const std::vector<std::string>& args, const std::string& input = "",
   ::waitpid(pid, &status, 0);
   run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   if (out_open || err_open) run.exit_code = -1;
+  return run;
+}
+
+Run RunCli(const std::vector<std::string>& args, const std::string& input = "",
+           const std::function<bool(const std::string&)>& interrupt_when = {}, bool hold_stdin = false) {
+  Run run = RunCliRaw(args, input, interrupt_when, hold_stdin);
+  if (!run.setup_error.empty()) FAIL(run.setup_error);
   return run;
 }
 
@@ -280,12 +302,13 @@ TEST_CASE("cli: interrupt stops the running turn; with none it exits 5", "[cli]"
 
   std::thread turn_thread;
   Run turn;
-  turn_thread = std::thread([&] { turn = RunCli({"turn", "--json", "--socket", runtime->socket_path(), "long"}); });
+  turn_thread = std::thread([&] { turn = RunCliRaw({"turn", "--json", "--socket", runtime->socket_path(), "long"}); });
   auto started = runtime->WaitForEvent([](const Event& e) { return e.Is(event_type::kTurnStarted); }, 30s);
-  REQUIRE(started);
-  auto stop = RunCli({"interrupt", "--socket", runtime->socket_path()});
+  // No assertion before the join: a failing REQUIRE would leave the thread running.
+  Run stop = RunCliRaw({"interrupt", "--socket", runtime->socket_path()});
   turn_thread.join();
-  INFO(stop.err << turn.err);
+  REQUIRE(started);
+  INFO(stop.err << turn.err << turn.setup_error);
   REQUIRE(stop.exit_code == 0);
   REQUIRE(turn.exit_code == 1);
   REQUIRE(nlohmann::json::parse(turn.out)["status"] == "interrupted");
