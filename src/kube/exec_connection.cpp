@@ -120,6 +120,9 @@ void ExecConnection::OnMessage(Result<WebSocket::Message> message) {
       break;
     case exec_channel::kStderr: AppendStderr(payload); break;
     case exec_channel::kStatus:
+      // The API server announces the lowest writable stream with an empty message when the exec
+      // starts (the error stream when there is no stdout/stderr): not a status.
+      if (payload.empty()) break;
       if (payload.size() > kMaxStatusBytes) {
         EndWith(Error(Errc::protocol_error, describe_ + ": the exec status message is larger than " +
                                                 std::to_string(kMaxStatusBytes) + " bytes"));

@@ -155,6 +155,8 @@ def handle_exec(handler, pod_socket_path, params, protocols=(V5, V4), exit_code=
                          "Sec-WebSocket-Accept: %s\r\nSec-WebSocket-Protocol: %s\r\n\r\n" % (accept, chosen)).encode())
     handler.wfile.flush()
     ws = _Socket(handler)
+    # As the API server does: an empty message on the lowest writable stream says the exec started.
+    ws.send_channel(1, b"")
 
     pod = None
     if pod_socket_path:

@@ -6,6 +6,9 @@
 #include <atomic>
 #include <future>
 #include <memory>
+#include <mutex>
+
+#include <asio.hpp>
 
 #include "kube/exec_connection.hpp"
 #include "kube/ws_test_util.hpp"
@@ -100,6 +103,107 @@ TEST_CASE("exec status objects become the connection's end", "[exec]") {
   CHECK(failed.message.find("NonZeroExitCode") != std::string::npos);
   CHECK(failed.message.find("stderr: socket gone") != std::string::npos);
   CHECK(kube::ExecStatusToError("not json", "x", "").code == Errc::protocol_error);
+}
+
+namespace {
+
+// A WebSocket that the test scripts: messages are injected, sends are recorded. Tests the channel
+// layer without a network.
+class ScriptedSocket final : public kube::WebSocket, public std::enable_shared_from_this<ScriptedSocket> {
+ public:
+  ScriptedSocket(Context& context, std::string protocol)
+      : strand_(asio::make_strand(context.io())), protocol_(std::move(protocol)) {}
+  void Start(MessageHandler handler) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    handler_ = std::move(handler);
+  }
+  void Deliver(Result<Message> message) {
+    asio::post(strand_, [self = shared_from_this(), message = std::move(message)]() mutable {
+      MessageHandler h;
+      {
+        std::lock_guard<std::mutex> lock(self->mutex_);
+        h = self->handler_;
+      }
+      if (h) h(std::move(message));
+    });
+  }
+  void DeliverBinary(std::string data) { Deliver(Message{true, std::move(data)}); }
+  void Send(std::string payload, bool binary, DoneHandler done) override {
+    asio::post(strand_, [self = shared_from_this(), payload = std::move(payload), binary, done = std::move(done)] {
+      self->sent.Push(binary ? payload : "text:" + payload);
+      if (done) done({});
+    });
+  }
+  void AsyncClose(std::uint16_t code, DoneHandler done) override {
+    asio::post(strand_, [self = shared_from_this(), code, done = std::move(done)] {
+      self->sent.Push("close:" + std::to_string(code));
+      if (done) done({});
+    });
+  }
+  void Abort() override { sent.Push("abort"); }
+  const std::string& Subprotocol() const override { return protocol_; }
+  Strand& executor() override { return strand_; }
+  std::string Describe() const override { return "scripted"; }
+
+  wstest::Inbox<std::string> sent;
+
+ private:
+  Strand strand_;
+  std::string protocol_;
+  std::mutex mutex_;
+  MessageHandler handler_;
+};
+
+}  // namespace
+
+TEST_CASE("exec channel layer, scripted: announcements, split lines, stderr, status, v5 close", "[exec]") {
+  Context context;
+  auto socket = std::make_shared<ScriptedSocket>(context, kExecProtocolV5);
+  auto conn = std::make_shared<kube::ExecConnection>(context, socket, "kube-exec:ns/pod", ConnectionLimits{});
+  conn->Begin();
+  socket->DeliverBinary(std::string("\x01", 1));  // the API server's "exec started" on stdout
+  socket->DeliverBinary(std::string("\x03", 1));  // and (another server) on the error stream: not a status
+  socket->DeliverBinary(std::string("\x02") + "warning: slow disk\n");
+  socket->DeliverBinary(std::string("\x01") + "line1\nli");
+  socket->DeliverBinary(std::string("\x01") + "ne2\n\n");
+  socket->DeliverBinary(std::string("\x04") + "{}");  // resize is ours to send: ignored
+  socket->DeliverBinary(
+      std::string("\x03") +
+      R"({"status":"Failure","reason":"NonZeroExitCode","details":{"causes":[{"reason":"ExitCode","message":"7"}]}})");
+  socket->Deliver(Fail(Errc::connection_lost, "the server closed the WebSocket (code 1000)"));
+  auto line = ReadSync(*conn);
+  REQUIRE(line);
+  CHECK(*line == "line1");
+  line = ReadSync(*conn);
+  REQUIRE(line);
+  CHECK(*line == "line2");
+  line = ReadSync(*conn);
+  REQUIRE(!line);
+  CHECK(line.error().message.find("exit code 7") != std::string::npos);
+  CHECK(line.error().message.find("warning: slow disk") != std::string::npos);
+  CHECK(line.error().message.find("code 1000") == std::string::npos);  // the status names the end, not the close
+  CHECK(conn->Diagnostics() == "warning: slow disk\n");
+
+  REQUIRE(WriteSync(*conn, "in"));
+  CHECK(socket->sent.Pop() == std::optional<std::string>(std::string("\x00in\n", 4)));
+  conn->Close();
+  CHECK(socket->sent.Pop() == std::optional<std::string>(std::string("\xff\x00", 2)));
+  CHECK(socket->sent.Pop() == std::optional<std::string>("close:1000"));
+}
+
+TEST_CASE("exec channel layer, scripted: the stderr tail is bounded", "[exec]") {
+  Context context;
+  auto socket = std::make_shared<ScriptedSocket>(context, kExecProtocolV4);
+  auto conn = std::make_shared<kube::ExecConnection>(context, socket, "kube-exec:ns/pod", ConnectionLimits{});
+  conn->Begin();
+  for (int i = 0; i < 100; ++i) socket->DeliverBinary(std::string("\x02") + std::string(100, static_cast<char>('a' + i % 26)));
+  socket->DeliverBinary(std::string("\x01") + "sync\n");
+  REQUIRE(ReadSync(*conn));
+  std::string diag = conn->Diagnostics();
+  CHECK(diag.size() == kDiagnosticsTailBytes);
+  CHECK(diag.back() == static_cast<char>('a' + 99 % 26));
+  conn->Close();
+  CHECK(socket->sent.Pop() == std::optional<std::string>("close:1000"));  // v4: no half-close frame first
 }
 
 TEST_CASE("exec v5: lines round-trip, stdin half-close ends the remote command cleanly", "[exec]") {
