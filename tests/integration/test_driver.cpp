@@ -679,3 +679,36 @@ TEST_CASE("driver: unusable options are refused with invalid_argument before any
   expect_invalid("hi", answer);
   CHECK(f.runtime->ReceivedRequests().empty());
 }
+
+TEST_CASE("driver: many concurrent turns on a multi-threaded Context all complete", "[driver]") {
+  TempDir dir;
+  sessionturn::testing::LocalRuntimeOptions ro;
+  ro.socket_path = dir.path + "/rt.sock";
+  ro.echo_delay = 5ms;
+  auto runtime = sessionturn::testing::LocalRuntime::Start(ro);
+  REQUIRE(runtime.has_value());
+  Context ctx(ContextOptions{4, {}, LogLevel::warning});
+  Driver driver(ctx, MakeUnixConnector(ctx, ro.socket_path));
+  constexpr int kTurns = 40;
+  std::vector<std::future<Result<TurnResult>>> futures;
+  std::atomic<int> events{0};
+  for (int i = 0; i < kTurns; ++i) {
+    auto promise = std::make_shared<std::promise<Result<TurnResult>>>();
+    futures.push_back(promise->get_future());
+    TurnOptions o;
+    o.on_event = [&events](const Event&) { events.fetch_add(1); };
+    driver.AsyncSubmitTurn("prompt " + std::to_string(i), o,
+                           [promise](Result<TurnResult> r) { promise->set_value(std::move(r)); });
+  }
+  for (int i = 0; i < kTurns; ++i) {
+    CAPTURE(i);
+    REQUIRE(futures[i].wait_for(kWait) == std::future_status::ready);
+    auto r = futures[i].get();
+    REQUIRE(r.has_value());
+    CHECK(r->status == TurnStatus::completed);
+    // Merged turns carry several prompts; each caller's prompt is in its reply.
+    CHECK(r->text.find("prompt " + std::to_string(i)) != std::string::npos);
+  }
+  CHECK(driver.TurnsInFlight() == 0);
+  CHECK(events.load() >= kTurns * 3);
+}
