@@ -309,7 +309,10 @@ class WsImpl final : public WebSocket, public std::enable_shared_from_this<WsImp
     asio::post(strand_, [self = shared_from_this(), payload = std::move(payload), binary,
                          done = std::move(done)]() mutable {
       if (self->close_requested_ || self->terminated_) {
-        if (done) done(Fail(Errc::cancelled, "the WebSocket to " + self->Where() + " is closing"));
+        // Cancelled only when our side closed; a peer's close or a dropped stream is a lost connection.
+        if (done)
+          done(Fail(self->closed_by_us_ ? Errc::cancelled : Errc::connection_lost,
+                    "the WebSocket to " + self->Where() + (self->closed_by_us_ ? " is closing" : " has ended")));
         return;
       }
       self->Enqueue(EncodeWsFrame(binary ? ws_opcode::kBinary : ws_opcode::kText, payload), std::move(done));
@@ -324,6 +327,7 @@ class WsImpl final : public WebSocket, public std::enable_shared_from_this<WsImp
 
   void Abort() override {
     asio::post(strand_, [self = shared_from_this()] {
+      self->closed_by_us_ = true;
       self->handler_ = nullptr;
       self->terminated_ = true;
       self->CloseTransport();
@@ -727,6 +731,7 @@ class WsImpl final : public WebSocket, public std::enable_shared_from_this<WsImp
   }
 
   void DoClose(std::uint16_t code, DoneHandler done) {
+    closed_by_us_ = true;
     if (done) close_done_.push_back(std::move(done));
     if (transport_closed_) return CompleteClose({});
     handler_ = nullptr;  // the caller is done with messages
@@ -844,6 +849,7 @@ class WsImpl final : public WebSocket, public std::enable_shared_from_this<WsImp
   bool writing_ = false;
   bool terminated_ = false;
   bool close_requested_ = false;  // a close frame was queued (ours, or the echo of the peer's)
+  bool closed_by_us_ = false;     // AsyncClose or Abort was called
   bool peer_closed_ = false;
   bool close_transport_after_flush_ = false;
   bool transport_closed_ = false;

@@ -328,7 +328,9 @@ TEST_CASE("a server-initiated close ends the stream with its code and reason", "
   CHECK(m->error().message.find("bye") != std::string::npos);
   // Nothing follows the final error; a later send fails rather than hangs.
   CHECK(!inbox->Pop(std::chrono::milliseconds(200)));
-  CHECK(!SendSync(**ws, "late"));
+  auto late = SendSync(**ws, "late");
+  REQUIRE(!late);
+  CHECK(late.error().code == Errc::connection_lost);
 }
 
 TEST_CASE("an oversized message is rejected naming the bound", "[websocket]") {
