@@ -51,6 +51,19 @@ bool TransientConnectFailure(const Error& error) {
           error.message.find("no answer within") != std::string::npos);
 }
 
+// Runs a caller's callback. An exception from it must not unwind through our handlers (it would
+// leave the operation without a pending read, stuck until its deadline): log it and carry on.
+template <typename Fn>
+void CallUser(const Context& context, const char* what, Fn&& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    context.Log(LogLevel::error, std::string(what) + " threw an exception (ignored): " + e.what());
+  } catch (...) {
+    context.Log(LogLevel::error, std::string(what) + " threw a non-standard exception (ignored)");
+  }
+}
+
 std::chrono::milliseconds Backoff(const ReconnectPolicy& policy, int attempt) {
   auto delay = policy.initial_backoff;
   for (int i = 0; i < attempt && delay < policy.max_backoff; ++i) delay *= 2;
@@ -267,7 +280,7 @@ class TurnOp : public std::enable_shared_from_this<TurnOp> {
     const auto now = std::chrono::steady_clock::now();
     if (step.accepted) accepted_at_ = now;
     if (step.started) started_at_turn_ = now;
-    if (step.deliver && options_.on_event) options_.on_event(event);
+    if (step.deliver && options_.on_event) CallUser(ctx(), "the on_event callback", [&] { options_.on_event(event); });
     if (abandoning_) {
       if (step.accepted || (step.started && withdrew_queued_)) {
         // Abandoned between sending the message and its echo (now it is a turn), or our remove raced
@@ -348,7 +361,9 @@ class TurnOp : public std::enable_shared_from_this<TurnOp> {
       });
       answer_timers_[event.input_id] = std::move(timer);
     }
-    if (options_.on_question) options_.on_question(event, Responder(impl));
+    if (options_.on_question) {
+      CallUser(ctx(), "the on_question callback", [&] { options_.on_question(event, Responder(impl)); });
+    }
   }
 
   void OnRespond(const std::string& input_id, std::optional<std::map<std::string, std::vector<std::string>>> answers) {
@@ -519,7 +534,7 @@ class TurnOp : public std::enable_shared_from_this<TurnOp> {
     // Release the caller's callbacks now: they may hold resources the caller wants back.
     options_.on_event = nullptr;
     options_.on_question = nullptr;
-    if (handler) handler(std::move(result));
+    if (handler) CallUser(ctx(), "the turn's completion handler", [&] { handler(std::move(result)); });
   }
 
   std::shared_ptr<Driver::Impl> driver_;
@@ -711,7 +726,7 @@ class WatchOp : public std::enable_shared_from_this<WatchOp> {
     const bool plumbing = !options_.history_bounds && event->Is(event_type::kHistoryStart) && !event->reset;
     if (!plumbing) {
       std::lock_guard lock(callback_mu_);
-      if (!stopped_ && callback_) callback_(*event);
+      if (!stopped_ && callback_) CallUser(driver_->context, "the watch callback", [&] { callback_(*event); });
     }
     if (!done_) Read();
   }
@@ -752,7 +767,7 @@ class WatchOp : public std::enable_shared_from_this<WatchOp> {
       std::lock_guard lock(callback_mu_);
       callback_ = nullptr;
     }
-    if (on_end) on_end(std::move(status));
+    if (on_end) CallUser(driver_->context, "the watch end handler", [&] { on_end(std::move(status)); });
   }
 
   std::shared_ptr<Driver::Impl> driver_;
@@ -877,7 +892,7 @@ class OneShotOp : public std::enable_shared_from_this<OneShotOp> {
     if (conn_) conn_->Close();
     conn_.reset();
     auto handler = std::move(handler_);
-    if (handler) handler(std::move(status));
+    if (handler) CallUser(driver_->context, "the request's completion handler", [&] { handler(std::move(status)); });
     {
       std::lock_guard lock(driver_->mu);
       --driver_->one_shots;

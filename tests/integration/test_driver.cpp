@@ -712,3 +712,28 @@ TEST_CASE("driver: many concurrent turns on a multi-threaded Context all complet
   CHECK(driver.TurnsInFlight() == 0);
   CHECK(events.load() >= kTurns * 3);
 }
+
+TEST_CASE("driver: a throwing event callback does not stall the turn", "[driver]") {
+  std::vector<std::string> logged;
+  std::mutex mu;
+  TempDir dir;
+  sessionturn::testing::LocalRuntimeOptions ro;
+  ro.socket_path = dir.path + "/rt.sock";
+  auto runtime = sessionturn::testing::LocalRuntime::Start(ro);
+  REQUIRE(runtime.has_value());
+  ContextOptions co;
+  co.log_sink = [&](LogLevel, std::string_view m) {
+    std::lock_guard lock(mu);
+    logged.emplace_back(m);
+  };
+  Context ctx(co);
+  Driver driver(ctx, MakeUnixConnector(ctx, ro.socket_path));
+  TurnOptions o;
+  o.on_event = [](const Event&) { throw std::runtime_error("callback bug"); };
+  auto r = driver.SubmitTurn("hello", o);
+  REQUIRE(r.has_value());
+  CHECK(r->text == "echo #1: hello");
+  std::lock_guard lock(mu);
+  REQUIRE_FALSE(logged.empty());
+  CHECK(logged[0].find("callback bug") != std::string::npos);
+}
