@@ -411,6 +411,9 @@ Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::string& des
   posix_spawn_file_actions_adddup2(&actions, in.read, 0);
   posix_spawn_file_actions_adddup2(&actions, out.write, 1);
   posix_spawn_file_actions_adddup2(&actions, err.write, 2);
+  // Like Python's close_fds: descriptors the application (or a library) opened without O_CLOEXEC
+  // must not leak into the child, where they would keep sockets and pipes of others open.
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   sigset_t empty_mask;
   sigemptyset(&empty_mask);
   sigset_t defaults;

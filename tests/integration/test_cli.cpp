@@ -74,6 +74,9 @@ Run RunCliRaw(const std::vector<std::string>& args, const std::string& input = "
   posix_spawn_file_actions_adddup2(&actions, in[0], 0);
   posix_spawn_file_actions_adddup2(&actions, out[1], 1);
   posix_spawn_file_actions_adddup2(&actions, err[1], 2);
+  // The in-process runtime's sockets may lack O_CLOEXEC: a CLI holding the listening socket would
+  // "connect" to it forever after the test process died.
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   std::vector<std::string> argv_s = {kCli};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv;

@@ -3,12 +3,14 @@
 // child's exit status, stderr tail and reaping.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -18,6 +20,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "conn/line_queue.hpp"
 #include "sessionturn/connection.hpp"
@@ -559,4 +563,27 @@ TEST_CASE("process connection: destroying the Context's users with a child runni
   }
   REQUIRE(pid > 0);
   REQUIRE(WaitFor([&] { return ProcessGone(pid); }));
+}
+
+TEST_CASE("process connection: the child inherits no descriptors beyond stdin, stdout and stderr", "[connection]") {
+  // A descriptor without O_CLOEXEC, as a careless library would leave one.
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  // Moved up high so that it cannot be mistaken for the descriptor `ls` opens itself.
+  const int leak[2] = {::fcntl(pipe_fds[0], F_DUPFD, 100), ::fcntl(pipe_fds[1], F_DUPFD, 100)};
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+  REQUIRE(leak[0] >= 100);
+  Context context(QuietOptions(1));
+  auto connection = ConnectNow(*MakeProcessConnector(context, {"/bin/sh", "-c", "ls /proc/self/fd"}));
+  REQUIRE(connection);
+  Drained drained = ReadToEnd(**connection);
+  ::close(leak[0]);
+  ::close(leak[1]);
+  std::vector<std::string> fds = drained.lines;
+  // `ls` itself opens one descriptor for the directory it lists.
+  INFO(nlohmann::json(fds).dump());
+  REQUIRE(fds.size() <= 4u);
+  for (const char* fd : {"0", "1", "2"}) REQUIRE(std::find(fds.begin(), fds.end(), fd) != fds.end());
+  REQUIRE(std::find(fds.begin(), fds.end(), std::to_string(leak[0])) == fds.end());
 }
