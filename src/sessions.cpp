@@ -230,7 +230,7 @@ Status SessionClient::AcknowledgeResume(const std::string& name, const std::stri
   return {};
 }
 
-Status SessionClient::Watch(const WatchOptions& options,
+Status SessionClient::Watch(const KubeWatchOptions& options,
                             const std::function<bool(const std::string& type, const Session&)>& handler) {
   return client_->Watch(CollectionPath(), options, [&](const WatchEvent& ev) {
     if (ev.type == "BOOKMARK" || ev.type == "RELISTED") return true;
@@ -289,7 +289,7 @@ Result<ReadySession> SessionClient::WaitReady(const std::string& name, std::chro
   while (!outcome) {
     if (clock::now() >= deadline) return timeout();
     if (watching) {
-      WatchOptions wo;
+      KubeWatchOptions wo;
       wo.field_selector = "metadata.name=" + name;
       wo.deadline = deadline;
       auto st = client_->Watch(CollectionPath(), wo, [&](const WatchEvent& ev) {

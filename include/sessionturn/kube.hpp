@@ -111,7 +111,7 @@ struct WatchEvent {
   nlohmann::json object;
 };
 
-struct WatchOptions {
+struct KubeWatchOptions {
   std::string label_selector;
   std::string field_selector;
   // Where to start. Empty: list first, deliver every item as ADDED, then watch from the list.
@@ -152,7 +152,7 @@ class KubeClient {
   // from the last resourceVersion (BOOKMARKs included) when a watch ends, re-listing after 410 Gone.
   // Returns when the handler returns false (success), at the deadline (Errc::timeout), or on an
   // error that retries do not cure.
-  Status Watch(std::string_view collection_path, const WatchOptions& options, const WatchHandler& handler);
+  Status Watch(std::string_view collection_path, const KubeWatchOptions& options, const WatchHandler& handler);
 
   struct Impl;
 

@@ -104,7 +104,7 @@ class SessionClient {
   Result<Session> Annotate(const std::string& name,
                            const std::map<std::string, std::optional<std::string>>& annotations);
   // Watches this namespace's Sessions (see KubeClient::Watch).
-  Status Watch(const WatchOptions& options, const std::function<bool(const std::string& type, const Session&)>& handler);
+  Status Watch(const KubeWatchOptions& options, const std::function<bool(const std::string& type, const Session&)>& handler);
 
   // DESIGN.md §5: returns once the Session is Ready with a Pod. Watches it (fieldSelector on its
   // name) and polls every 2 s when a watch is refused or drops. NotFound keeps waiting; Failed ends

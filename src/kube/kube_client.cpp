@@ -264,7 +264,11 @@ struct KubeClient::Impl {
       connect_list = curl_slist_append(connect_list, connect_to.c_str());
       curl_easy_setopt(h, CURLOPT_CONNECT_TO, connect_list);
     }
-    if (!config.ProxyUrl().empty()) curl_easy_setopt(h, CURLOPT_PROXY, config.ProxyUrl().c_str());
+    if (!config.ProxyUrl().empty()) {
+      // kubectl uses a cluster's proxy-url for every request; $no_proxy must not bypass it.
+      curl_easy_setopt(h, CURLOPT_PROXY, config.ProxyUrl().c_str());
+      curl_easy_setopt(h, CURLOPT_NOPROXY, "");
+    }
     response.code = curl_easy_perform(h);
     if (response.code != CURLE_OK) {
       response.curl_error = errbuf[0] != '\0' ? errbuf : curl_easy_strerror(response.code);
@@ -349,10 +353,10 @@ struct KubeClient::Impl {
     }
   }
 
-  Status Watch(std::string_view collection_path, const WatchOptions& opts, const WatchHandler& handler);
+  Status Watch(std::string_view collection_path, const KubeWatchOptions& opts, const WatchHandler& handler);
 };
 
-Status KubeClient::Impl::Watch(std::string_view collection_path, const WatchOptions& opts, const WatchHandler& handler) {
+Status KubeClient::Impl::Watch(std::string_view collection_path, const KubeWatchOptions& opts, const WatchHandler& handler) {
   if (options.context != nullptr && options.context->InWorkerThread()) {
     return Fail(Errc::would_block, "KubeClient::Watch blocks and was called on a Context worker thread");
   }
@@ -535,7 +539,7 @@ Result<json> KubeClient::Delete(std::string_view path) {
   return Guard("DELETE", [&] { return impl_->Call("DELETE", path, nullptr, ""); });
 }
 
-Status KubeClient::Watch(std::string_view collection_path, const WatchOptions& options, const WatchHandler& handler) {
+Status KubeClient::Watch(std::string_view collection_path, const KubeWatchOptions& options, const WatchHandler& handler) {
   try {
     return impl_->Watch(collection_path, options, handler);
   } catch (const std::exception& e) {

@@ -249,7 +249,7 @@ TEST_CASE("kube client: watch lists, streams, bookmarks, resumes and re-lists af
     std::vector<std::string> types;
     std::string last_phase;
     bool bookmark = false;
-    WatchOptions wo;
+    KubeWatchOptions wo;
     wo.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     auto st = client.Watch(kSessions, wo, [&](const WatchEvent& ev) {
       types.push_back(ev.type);
@@ -264,7 +264,7 @@ TEST_CASE("kube client: watch lists, streams, bookmarks, resumes and re-lists af
     CHECK(bookmark);
   }
   SECTION("a deadline ends the watch with timeout") {
-    WatchOptions wo;
+    KubeWatchOptions wo;
     wo.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
     wo.server_timeout = std::chrono::seconds(1);  // also exercises resuming after the server ends a watch
     int events = 0;
@@ -292,7 +292,7 @@ TEST_CASE("kube client: watch lists, streams, bookmarks, resumes and re-lists af
     REQUIRE(client.Post(kSessions, SessionObject("w2")));
     fake.Control("compact");
     std::vector<std::string> seen;
-    WatchOptions wo;
+    KubeWatchOptions wo;
     wo.resource_version = old_rv;
     wo.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     auto st = client.Watch(kSessions, wo, [&](const WatchEvent& ev) {
@@ -312,7 +312,7 @@ TEST_CASE("kube client: watch lists, streams, bookmarks, resumes and re-lists af
     REQUIRE((*by_label)["items"].size() == 1);
     CHECK((*by_label)["items"][0]["metadata"]["name"] == "labelled");
     std::vector<std::string> names;
-    WatchOptions wo;
+    KubeWatchOptions wo;
     wo.field_selector = "metadata.name=w1";
     wo.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     auto st = client.Watch(kSessions, wo, [&](const WatchEvent& ev) {
@@ -399,4 +399,62 @@ TEST_CASE("kube client: concurrent calls from several threads share the pool and
   auto list = client.Get(kSessions);
   REQUIRE(list);
   CHECK((*list)["items"].size() == static_cast<std::size_t>(kThreads * kCallsEach));
+}
+
+TEST_CASE("kube client: a kubeconfig proxy-url tunnels through an HTTP CONNECT proxy", "[kube][client][proxy]") {
+  FakeKube fake;
+  // tests/fakes/ws_peer.py --proxy: prints "PORT n", logs "proxy: CONNECT host:port ..." on stderr,
+  // serves until its stdin closes.
+  int in_pipe[2], out_pipe[2];
+  REQUIRE(::pipe(in_pipe) == 0);
+  REQUIRE(::pipe(out_pipe) == 0);
+  std::string proxy_log = fake.dir().path() + "/proxy.log";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in_pipe[0], 0);
+  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
+  posix_spawn_file_actions_addopen(&actions, 2, proxy_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addclose(&actions, in_pipe[1]);
+  posix_spawn_file_actions_addclose(&actions, out_pipe[0]);
+  std::string script = std::string(SESSIONTURN_SOURCE_DIR) + "/tests/fakes/ws_peer.py";
+  std::vector<std::string> args = {SESSIONTURN_PYTHON, script, "--proxy"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, SESSIONTURN_PYTHON, &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(in_pipe[0]);
+  ::close(out_pipe[1]);
+  REQUIRE(rc == 0);
+  std::string line;
+  char c;
+  while (::read(out_pipe[0], &c, 1) == 1 && c != '\n') line.push_back(c);
+  ::close(out_pipe[0]);
+  int proxy_port = line.rfind("PORT ", 0) == 0 ? std::atoi(line.c_str() + 5) : 0;
+
+  Status outcome;
+  if (proxy_port > 0) {
+    TempDir dir;
+    std::string kc = dir.File("config", "apiVersion: v1\nclusters:\n- name: f\n  cluster:\n    server: " + fake.Server() +
+                                            "\n    certificate-authority: " + fake.CaPath() +
+                                            "\n    proxy-url: http://127.0.0.1:" + std::to_string(proxy_port) +
+                                            "\nusers:\n- name: u\n  user:\n    token: " + FakeKube::kToken +
+                                            "\ncontexts:\n- name: f\n  context: {cluster: f, user: u}\n"
+                                            "current-context: f\n");
+    KubeConfigOptions o;
+    o.kubeconfig = kc;
+    auto cfg = KubeConfig::Load(o);
+    REQUIRE(cfg);
+    KubeClient client(*cfg);
+    auto r = client.Get(kSessions);
+    if (!r) outcome = Fail(r.error());
+  }
+  ::close(in_pipe[1]);  // the proxy exits when its stdin closes
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  REQUIRE(proxy_port > 0);
+  INFO((outcome ? std::string() : outcome.error().message));
+  CHECK(outcome);
+  CHECK_THAT(testing_kube::Slurp(proxy_log), Catch::Contains("CONNECT 127.0.0.1:" + std::to_string(fake.port())));
 }

@@ -286,7 +286,7 @@ TEST_CASE("sessions: Watch delivers typed Sessions", "[kube][sessions]") {
   SessionClient sessions(client, "default");
   REQUIRE(sessions.Create(Named("typed")));
   std::vector<std::string> seen;
-  WatchOptions wo;
+  KubeWatchOptions wo;
   wo.deadline = In(kWait);
   auto st = sessions.Watch(wo, [&](const std::string& type, const Session& s) {
     seen.push_back(type + ":" + s.name + ":" + s.phase);
