@@ -1,6 +1,6 @@
 // The C ABI's Kubernetes part: cluster configuration, Session operations and drivers for a Session
-// through the Pod's exec subresource. A translation unit of its own because kube.hpp and driver.hpp
-// both define sessionturn::WatchOptions.
+// through the Pod's exec subresource, in a translation unit of its own so the Kubernetes surface of
+// the ABI reads in one place.
 #include <cstdlib>
 #include <cstring>
 #include <memory>
