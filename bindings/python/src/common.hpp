@@ -1,5 +1,5 @@
-// Shared between the extension's translation units (kube.hpp and driver.hpp cannot meet in one: both
-// define sessionturn::WatchOptions): error mapping and making a Python Driver over a connector.
+// Shared between the extension's translation units (the driver surface and the Kubernetes surface):
+// error mapping and making a Python Driver over a connector.
 #pragma once
 
 #include <pybind11/pybind11.h>
