@@ -100,6 +100,7 @@ TEST_CASE("kube client: 401 and 403 are mapped and a bad CA fails with a clear e
     CHECK(r.error().code == Errc::unauthorized);
     CHECK(r.error().http_status == 401);
     CHECK_THAT(r.error().message, Catch::Contains("Unauthorized"));
+    CHECK_THAT(r.error().message, !Catch::Contains("wrong-token"));  // tokens never reach messages
   }
   fake.Control("config", {{"forbidden_tokens", {"no-rights"}}});
   {
