@@ -320,7 +320,7 @@ TEST_CASE("exec: a stream dropped mid-way is connection_lost, not a clean end", 
   CHECK(line.error().message.find("exited") == std::string::npos);
 }
 
-TEST_CASE("exec: bearer token from the endpoint and from a KubeConfig; 401 without it", "[exec]") {
+TEST_CASE("exec: bearer token from the endpoint and from a KubeConfig, 401 without it", "[exec]") {
   ExecFake fake({"--token", "tok-123"});
   Context context;
   {
