@@ -7,6 +7,8 @@
 // runtime's and the kernel's (the same for every client); CPU per turn is what the client costs.
 // Rounds interleave the three clients so that machine noise hits them alike.
 // Usage: bench_turn_latency [--turns N] [--rounds R] [--no-python]
+//        bench_turn_latency --socket PATH [--turns N]   driver only, against a running runtime; prints
+//        "driver p50_ms X p99_ms Y cpu_us Z" (bench/py_binding_turn.py uses it as its C++ comparison)
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -93,18 +95,37 @@ int main(int argc, char** argv) {
   int turns = 100;
   int rounds = 3;
   bool python = true;
+  std::string socket;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--turns" && i + 1 < argc) {
+    if (a == "--socket" && i + 1 < argc) {
+      socket = argv[++i];
+    } else if (a == "--turns" && i + 1 < argc) {
       turns = std::stoi(argv[++i]);
     } else if (a == "--rounds" && i + 1 < argc) {
       rounds = std::stoi(argv[++i]);
     } else if (a == "--no-python") {
       python = false;
     } else {
-      std::fprintf(stderr, "usage: bench_turn_latency [--turns N] [--rounds R] [--no-python]\n");
+      std::fprintf(stderr, "usage: bench_turn_latency [--turns N] [--rounds R] [--no-python] [--socket PATH]\n");
       return 2;
     }
+  }
+  if (!socket.empty()) {
+    Context ctx;
+    Driver driver(ctx, MakeUnixConnector(ctx, socket));
+    Stats ours;
+    const double c0 = CpuMs();
+    for (int i = 0; i < turns; ++i) {
+      const auto t0 = Clock::now();
+      auto res = driver.SubmitTurn("driver turn " + std::to_string(i));
+      if (!res || res->status != TurnStatus::completed) return 1;
+      ours.ms.push_back(bench::Ms(Clock::now() - t0));
+    }
+    ours.cpu_ms = CpuMs() - c0;
+    std::printf("driver p50_ms %.4f p99_ms %.4f cpu_us %.2f\n", bench::Percentile(ours.ms, 50),
+                bench::Percentile(ours.ms, 99), ours.CpuPerTurn() * 1e3);
+    return 0;
   }
   char dir_template[] = "/tmp/st-bench-latency-XXXXXX";
   const std::string dir = ::mkdtemp(dir_template);
