@@ -1,6 +1,7 @@
 #include "runtime/journal.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -138,6 +139,14 @@ Status Journal::Load(std::vector<std::string>* warnings) {
   fs::create_directories(dir_, ec);
   if (ec) return Fail(Errc::io_error, "cannot create state directory " + dir_ + ": " + ec.message());
   ::chmod(dir_.c_str(), 0700);
+  const std::string lock_path = dir_ + "/lock";
+  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd_ < 0) return Fail(Errc::io_error, Errno("cannot open " + lock_path));
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    return Fail(Errc::io_error, "state directory " + dir_ + " is in use by another runtime");
+  }
   const std::string id_path = dir_ + "/journal.json";
   const std::string events_path = dir_ + "/events.jsonl";
 
@@ -241,6 +250,10 @@ void Journal::Close() {
     ::fdatasync(fd_);
     ::close(fd_);
     fd_ = -1;
+  }
+  if (lock_fd_ >= 0) {
+    ::close(lock_fd_);  // releases the flock
+    lock_fd_ = -1;
   }
 }
 

@@ -92,6 +92,7 @@ class Journal {
   std::string dir_;
   std::size_t max_retained_ = 4096;
   int fd_ = -1;
+  int lock_fd_ = -1;  // flock on DIR/lock: one runtime per state directory
   std::string id_;
   std::int64_t last_id_ = 0;
   std::deque<JournalEntry> retained_;

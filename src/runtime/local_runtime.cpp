@@ -205,8 +205,7 @@ struct Core {
       acceptor.reset();
       return Fail(Errc::io_error, "cannot listen on " + path + ": " + ec.message());
     }
-    Accept();
-    return {};
+    return {};  // the caller starts Accept() once recovery is done
   }
 
   void Accept() {
@@ -882,7 +881,12 @@ Result<std::unique_ptr<LocalRuntime>> LocalRuntime::Start(LocalRuntimeOptions op
     impl->status.agent_type = "sessionturn-local-" + impl->provider->Kind();
     impl->status.working_dir =
         impl->opt.state_dir.empty() ? std::filesystem::current_path().string() : impl->opt.state_dir;
+    // Bind, then recover, then accept, all before the I/O thread starts: a client that connects at
+    // once must not have its first turn taken for unfinished work of the previous run, and a runtime
+    // that cannot bind must not touch the journal.
     if (auto st = impl->Listen(); !st) return Fail(st.error());
+    impl->Recover();
+    impl->Accept();
   } catch (const std::exception& e) {
     return Fail(Errc::internal, std::string("local runtime failed to start: ") + e.what());
   }
@@ -899,7 +903,6 @@ Result<std::unique_ptr<LocalRuntime>> LocalRuntime::Start(LocalRuntimeOptions op
       }
     }
   });
-  raw->RunOnIo([raw] { raw->Recover(); });
   return std::unique_ptr<LocalRuntime>(new LocalRuntime(std::move(impl)));
 }
 
@@ -1022,11 +1025,12 @@ Status LocalRuntime::Restart() {
     }
     for (const auto& w : warnings) s.Log(LogLevel::warning, w);
     if (!result) return;
-    // The old connections are closed but still in the set until their posted removal: the new
-    // listener may bind at once because CloseListener unlinked the path.
+    // Bind, recover, accept (as Start does). The old connections are closed but still in the set until
+    // their posted removal; the new listener may bind at once because CloseListener unlinked the path.
     result = s.Listen();
     if (!result) return;
     s.Recover();
+    s.Accept();
   });
   if (impl_->stopped.load()) return Fail(Errc::unavailable, "the local runtime was stopped");
   return result;

@@ -195,6 +195,15 @@ TEST_CASE("local runtime: a state directory keeps events.jsonl and reloads it", 
   o.state_dir = state.path();
   Rt again(o);
   CHECK(again.rt->journal_id() == jid);
+  {
+    // One runtime per state directory: a second one (on another socket) is refused.
+    TempDir other;
+    auto o2 = o;
+    o2.socket_path = other / "rt.sock";
+    auto second = LocalRuntime::Start(o2);
+    REQUIRE_FALSE(second);
+    CHECK(second.error().message.find("in use by another runtime") != std::string::npos);
+  }
   auto rec = again.WaitJournal(IsType(event_type::kRuntimeRecovered));
   CHECK(rec.id == last + 1);
   TestClient c = again.Subscribed();

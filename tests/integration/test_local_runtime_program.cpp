@@ -117,6 +117,9 @@ TEST_CASE("program: serve answers on the socket and shuts down cleanly on SIGTER
     if (e.type == event_type::kRuntimeStatus) CHECK(e.runtime->session_name == "prog");
     replied = replied || (e.type == event_type::kAssistantMessage && e.text == "echo #1: hi there");
   }
+  std::string trace;
+  for (const auto& e : seen) trace += e.type + " " + e.text + "\n";
+  INFO("events seen:\n" << trace);
   CHECK(replied);
   REQUIRE(::kill(serve.pid, SIGTERM) == 0);
   CHECK(serve.Wait() == 0);
