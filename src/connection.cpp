@@ -82,8 +82,8 @@ class UnixConnection final : public StreamConnection {
       };
       timer->async_wait([self = shared_from_this(), this, finish](const std::error_code& tec) {
         if (tec) return;  // cancelled: connect finished
-        finish(Fail(Errc::connection_failed, "connect " + Describe() + ": no answer within " +
-                                                 std::to_string(kUnixConnectTimeout.count()) + "s"));
+        finish(Fail(Errc::timeout, "connect " + Describe() + ": no answer within " +
+                                       std::to_string(kUnixConnectTimeout.count()) + "s"));
         std::error_code ignored;
         socket_.close(ignored);
       });
@@ -91,7 +91,14 @@ class UnixConnection final : public StreamConnection {
                             [self = shared_from_this(), this, timer, finish](const std::error_code& cec) {
                               timer->cancel();
                               if (cec) {
-                                finish(Fail(Errc::connection_failed, "connect " + Describe() + ": " + ErrorText(cec)));
+                                // A full listen backlog (EAGAIN on a unix socket) or a kernel short of
+                                // buffers is the runtime being busy, not absent: say so with its own code,
+                                // so callers can retry it and not an absent runtime.
+                                const bool busy = cec == std::errc::resource_unavailable_try_again ||
+                                                  cec == std::errc::operation_would_block ||
+                                                  cec == std::errc::no_buffer_space;
+                                finish(Fail(busy ? Errc::unavailable : Errc::connection_failed,
+                                            "connect " + Describe() + ": " + ErrorText(cec)));
                               } else {
                                 finish({});
                               }

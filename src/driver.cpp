@@ -41,14 +41,12 @@ std::string Preview(std::string_view line) {
   return std::string(line.substr(0, kPreviewBytes)) + (line.size() > kPreviewBytes ? "..." : "");
 }
 
-// A first connect that failed because the runtime is busy (its listen backlog is full: EAGAIN on a
-// unix socket, ENOBUFS; typical when thousands of turns start at once) is worth retrying under the reconnect
-// policy; one that failed because nothing listens (ENOENT, ECONNREFUSED) is reported at once.
+// A first connect that failed because the runtime is busy (Errc::unavailable: its listen backlog is
+// full, EAGAIN on a unix socket, or ENOBUFS; typical when thousands of turns start at once) or did not
+// answer in time is worth retrying under the reconnect policy; one that failed because nothing listens
+// (ENOENT, ECONNREFUSED: Errc::connection_failed) is reported at once.
 bool TransientConnectFailure(const Error& error) {
-  return error.code == Errc::connection_failed &&
-         (error.message.find("temporarily unavailable") != std::string::npos ||
-          error.message.find("No buffer space") != std::string::npos ||  // ENOBUFS: the kernel is short
-          error.message.find("no answer within") != std::string::npos);
+  return error.code == Errc::unavailable || error.code == Errc::timeout;
 }
 
 // Runs a caller's callback. An exception from it must not unwind through our handlers (it would
@@ -155,7 +153,8 @@ class TurnOp : public std::enable_shared_from_this<TurnOp> {
         options_(std::move(options)),
         handler_(std::move(handler)),
         deadline_(strand_),
-        aux_timer_(strand_) {}
+        aux_timer_(strand_),
+        handshake_timer_(strand_) {}
 
   void Start() {
     started_at_ = std::chrono::steady_clock::now();
@@ -235,6 +234,12 @@ class TurnOp : public std::enable_shared_from_this<TurnOp> {
     ever_connected_ = true;
     conn_ = std::move(*result);
     ++generation_;
+    handshake_timer_.expires_after(options_.reconnect.handshake_timeout);
+    handshake_timer_.async_wait([self = shared_from_this(), gen = generation_](const asio::error_code& ec) {
+      if (ec || self->done_ || gen != self->generation_ || !self->conn_) return;
+      self->OnDrop(Error(Errc::timeout, "no history.end within " + Seconds(self->options_.reconnect.handshake_timeout) +
+                                            " of connecting"));
+    });
     Send(tracker_.OnConnected());
     // Answers given while the stream was down go out right after the resubscribe.
     for (auto& request : held_) Send(request);
@@ -271,6 +276,7 @@ class TurnOp : public std::enable_shared_from_this<TurnOp> {
     // must not reconnect forever.
     const std::int64_t cursor = tracker_.last_event_id();
     HandleEvent(*event);
+    if (event->Is(event_type::kHistoryEnd)) handshake_timer_.cancel();
     if (tracker_.last_event_id() > cursor || event->Is(event_type::kHistoryEnd)) reconnect_attempts_ = 0;
     if (!done_) Read();
   }
@@ -514,6 +520,7 @@ class TurnOp : public std::enable_shared_from_this<TurnOp> {
     finished_.store(true);
     deadline_.cancel();
     aux_timer_.cancel();
+    handshake_timer_.cancel();
     for (auto& [id, timer] : answer_timers_) timer->cancel();
     answer_timers_.clear();
     for (auto& [id, impl] : responders_) impl->used.store(true);
@@ -544,6 +551,9 @@ class TurnOp : public std::enable_shared_from_this<TurnOp> {
   TurnHandler handler_;
   asio::steady_timer deadline_;
   asio::steady_timer aux_timer_;  // reconnect backoff, then the abandon grace
+  // A stream that accepts but never finishes its replay (a wedged runtime or proxy) must not hold the
+  // turn until its deadline: without history.end within the policy's handshake_timeout it counts as dropped.
+  asio::steady_timer handshake_timer_;
   std::shared_ptr<Connection> conn_;
   std::uint64_t generation_ = 0;  // handlers of an older connection are ignored
   std::uint64_t cancel_id_ = 0;

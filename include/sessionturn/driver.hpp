@@ -95,6 +95,10 @@ struct ReconnectPolicy {
   int max_attempts = 5;  // consecutive failed attempts before giving up with Errc::connection_lost
   std::chrono::milliseconds initial_backoff{100};  // doubled after each failed attempt
   std::chrono::milliseconds max_backoff{5000};
+  // A (re)connected stream must finish its replay (history.end) within this, else it counts as dropped
+  // (and is retried under this policy): a runtime or proxy that accepts but never answers must not
+  // hold a turn until its deadline.
+  std::chrono::milliseconds handshake_timeout{30000};
 };
 
 struct TurnOptions {

@@ -3,6 +3,8 @@
 // removal by another client, a drop at every event position, a runtime restart, commands, Watch.
 #include <catch2/catch.hpp>
 
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -736,4 +738,49 @@ TEST_CASE("driver: a throwing event callback does not stall the turn", "[driver]
   std::lock_guard lock(mu);
   REQUIRE_FALSE(logged.empty());
   CHECK(logged[0].find("callback bug") != std::string::npos);
+}
+
+TEST_CASE("driver: a stream that accepts but never replays counts as dropped after the handshake timeout",
+          "[driver]") {
+  // A "runtime" that accepts connections and reads, but never answers: a wedged process or proxy.
+  TempDir dir;
+  const std::string path = dir.path + "/wedged.sock";
+  const int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(listener >= 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::listen(listener, 16) == 0);
+  std::atomic<int> accepted{0};
+  std::vector<int> held;
+  std::thread acceptor([&] {
+    for (;;) {
+      const int fd = ::accept(listener, nullptr, nullptr);
+      if (fd < 0) return;  // the listener was shut down
+      held.push_back(fd);
+      ++accepted;
+    }
+  });
+
+  Context ctx;
+  Driver driver(ctx, MakeUnixConnector(ctx, path));
+  TurnOptions o;
+  o.timeout = 60s;
+  o.reconnect.handshake_timeout = 300ms;
+  o.reconnect.max_attempts = 2;
+  o.reconnect.initial_backoff = 10ms;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = driver.SubmitTurn("hello", o);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == Errc::connection_lost);
+  CHECK_THAT(r.error().message, Catch::Contains("no history.end within"));
+  CHECK(took < 30s);        // bounded by the handshake timeouts, not the turn's 60 s
+  CHECK(accepted.load() == 3);  // the first connect and two reconnects
+
+  ::shutdown(listener, SHUT_RDWR);
+  ::close(listener);
+  acceptor.join();
+  for (int fd : held) ::close(fd);
 }
