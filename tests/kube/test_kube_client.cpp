@@ -267,7 +267,6 @@ TEST_CASE("kube client: watch lists, streams, bookmarks, resumes and re-lists af
   SECTION("a deadline ends the watch with timeout") {
     KubeWatchOptions wo;
     wo.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
-    wo.server_timeout = std::chrono::seconds(1);  // also exercises resuming after the server ends a watch
     int events = 0;
     auto st = client.Watch(kSessions, wo, [&](const WatchEvent&) {
       ++events;
@@ -276,12 +275,38 @@ TEST_CASE("kube client: watch lists, streams, bookmarks, resumes and re-lists af
     REQUIRE_FALSE(st);
     CHECK(st.error().code == Errc::timeout);
     CHECK(events >= 1);
-    // The server ended the first watch after 1 s; the next one resumed from a resourceVersion.
-    std::vector<std::string> watches;
-    for (const auto& e : fake.RequestLog()) {
-      std::string q = e["query"];
-      if (q.find("watch=true") != std::string::npos) watches.push_back(q);
-    }
+  }
+  SECTION("a watch the server ended resumes from the last resourceVersion") {
+    auto watch_queries = [&] {
+      std::vector<std::string> out;
+      for (const auto& e : fake.RequestLog()) {
+        std::string q = e["query"];
+        if (q.find("watch=true") != std::string::npos) out.push_back(q);
+      }
+      return out;
+    };
+    // Once a second watch request arrived (the first was ended by the server after 1 s), a new
+    // Session appears: the resumed watch must deliver it.
+    auto creator = std::async(std::launch::async, [&] {
+      auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (watch_queries().size() < 2 && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      KubeClient other(fake.Config());
+      return other.Post(kSessions, SessionObject("after-resume")).has_value();
+    });
+    KubeWatchOptions wo;
+    wo.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    wo.server_timeout = std::chrono::seconds(1);
+    bool seen = false;
+    auto st = client.Watch(kSessions, wo, [&](const WatchEvent& ev) {
+      seen = ev.type == "ADDED" && ev.object["metadata"].value("name", "") == "after-resume";
+      return !seen;
+    });
+    CHECK(creator.get());
+    REQUIRE(st);
+    CHECK(seen);
+    auto watches = watch_queries();
     REQUIRE(watches.size() >= 2);
     CHECK_THAT(watches[0], Catch::Contains("allowWatchBookmarks=true") && Catch::Contains("resourceVersion="));
     CHECK_THAT(watches[1], Catch::Contains("resourceVersion="));
