@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "sessionturn/session_driver.hpp"
+
 #include "capi_internal.hpp"
 #include "sessionturn/kube.hpp"
 #include "sessionturn/kube_exec.hpp"
@@ -56,9 +58,9 @@ st::Result<st::ReadySession> WaitReadyAndAck(st_kube* kube, const std::string& n
   auto ready = kube->sessions->WaitReady(name, deadline, options);
   if (!ready) return ready;
   if (!ready->resume_request.empty()) {
-    // PROTOCOL.md §5 wants the acknowledgement once a client reached the resumed runtime; the Pod is
-    // Ready here and the driver connects on first use, so acknowledging now only shortens the
-    // controller's wait. A failure to acknowledge does not make the Session unusable: not fatal.
+    // st_session_wait_ready has no driver to wait for: the caller's next connection reaches the resumed
+    // runtime, so acknowledge now (st_driver_new_session instead acknowledges after the first replay).
+    // A failure to acknowledge does not make the Session unusable: not fatal.
     (void)kube->sessions->AcknowledgeResume(name, ready->resume_request);
   }
   return ready;
@@ -207,10 +209,15 @@ ST_API st_status st_driver_new_session(st_driver** out, st_context* context, st_
     if (context->context->InWorkerThread()) {
       return st::Fail(st::Errc::would_block, "st_driver_new_session was called from a callback (a Context worker)");
     }
-    auto ready = WaitReadyAndAck(kube, name, wait_timeout_ms, true);
+    st::WaitReadyOptions options;
+    options.resume_idle = true;
+    auto ready = kube->sessions->WaitReady(
+        name, std::chrono::steady_clock::now() + OrDefault(wait_timeout_ms, kDefaultWaitReady), options);
     if (!ready) return st::Fail(ready.error());
+    // A resume this wait requested is acknowledged once the driver's first connection has seen the
+    // runtime's replay (PROTOCOL.md §5), not before.
     return NewDriver(out, context,
-                     st::MakeKubeExecConnector(*context->context, *kube->config, kube->sessions->Namespace(),
-                                               ready->pod_name));
+                     st::MakeSessionConnector(*context->context, *kube->config, kube->sessions->Namespace(), name,
+                                              *ready));
   });
 }

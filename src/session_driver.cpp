@@ -95,6 +95,27 @@ std::shared_ptr<Connector> NotifyOnFirstReplay(Context& context, std::shared_ptr
   return std::make_shared<NotifyingConnector>(std::move(inner), std::move(notice));
 }
 
+std::shared_ptr<Connector> MakeSessionConnector(Context& context, const KubeConfig& kube,
+                                                const std::string& namespace_name, const std::string& name,
+                                                const ReadySession& ready, const SessionDriverOptions& options) {
+  std::shared_ptr<Connector> connector = MakeKubeExecConnector(context, kube, namespace_name, ready.pod_name,
+                                                               options.container, options.command, options.limits);
+  if (ready.resume_request.empty()) return connector;
+  // The acknowledgement runs on its own client: the caller's objects may be gone by then.
+  return NotifyOnFirstReplay(
+      context, std::move(connector),
+      [&context, kube, client_options = options.client, namespace_name, name, request = ready.resume_request] {
+        KubeClientOptions o = client_options;
+        o.context = nullptr;  // this is our own thread
+        KubeClient ack_client(kube, o);
+        SessionClient ack_sessions(ack_client, namespace_name);
+        if (auto st = ack_sessions.AcknowledgeResume(name, request); !st) {
+          context.Log(LogLevel::warning, "acknowledging the resume of Session " + namespace_name + "/" + name +
+                                             " failed: " + st.error().ToString());
+        }
+      });
+}
+
 Result<SessionDriver> ForSession(Context& context, const KubeConfig& kube, std::string namespace_name,
                                  std::string name, SessionDriverOptions options) {
   if (context.InWorkerThread()) {
@@ -108,23 +129,7 @@ Result<SessionDriver> ForSession(Context& context, const KubeConfig& kube, std::
   auto ready = sessions.WaitReady(name, std::chrono::steady_clock::now() + options.wait_ready_timeout, options.wait);
   if (!ready) return Fail(ready.error());
 
-  std::shared_ptr<Connector> connector = MakeKubeExecConnector(context, kube, namespace_name, ready->pod_name,
-                                                               options.container, options.command, options.limits);
-  if (!ready->resume_request.empty()) {
-    // The acknowledgement runs on its own client: the caller's objects may be gone by then.
-    connector = NotifyOnFirstReplay(
-        context, std::move(connector),
-        [&context, kube, client_options = options.client, namespace_name, name, request = ready->resume_request] {
-          KubeClientOptions o = client_options;
-          o.context = nullptr;  // this is our own thread
-          KubeClient ack_client(kube, o);
-          SessionClient ack_sessions(ack_client, namespace_name);
-          if (auto st = ack_sessions.AcknowledgeResume(name, request); !st) {
-            context.Log(LogLevel::warning, "acknowledging the resume of Session " + namespace_name + "/" + name +
-                                               " failed: " + st.error().ToString());
-          }
-        });
-  }
+  std::shared_ptr<Connector> connector = MakeSessionConnector(context, kube, namespace_name, name, *ready, options);
   SessionDriver out;
   out.driver = std::make_unique<Driver>(context, std::move(connector));
   out.session = std::move(ready->session);

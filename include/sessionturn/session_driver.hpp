@@ -49,6 +49,13 @@ struct SessionDriver {
 Result<SessionDriver> ForSession(Context& context, const KubeConfig& kube, std::string namespace_name,
                                  std::string name, SessionDriverOptions options = {});
 
+// The connector ForSession builds once WaitReady found the Session ready: pods/exec to its Pod, and,
+// when `ready.resume_request` is set, the acknowledgement after the first history.end. For callers
+// that run WaitReady themselves (progress UIs, the C ABI, Python).
+std::shared_ptr<Connector> MakeSessionConnector(Context& context, const KubeConfig& kube,
+                                                const std::string& namespace_name, const std::string& name,
+                                                const ReadySession& ready, const SessionDriverOptions& options = {});
+
 // The connector decorator ForSession uses, for callers who build their own: `on_replayed` runs once,
 // on a thread of its own, after the first connection made through `inner` delivered history.end.
 // The returned connector joins that thread when it is destroyed.

@@ -14,6 +14,7 @@
 #include "common.hpp"
 #include "sessionturn/kube.hpp"
 #include "sessionturn/kube_exec.hpp"
+#include "sessionturn/session_driver.hpp"
 #include "sessionturn/sessions.hpp"
 
 namespace py = pybind11;
@@ -111,9 +112,14 @@ class PySessionClient {
     if (!r) Raise(r.error());
   }
 
-  // Returns the Ready Session. An idle resume this wait requested is acknowledged at once (the driver
-  // connects on first use; acknowledging early only shortens the controller's wait).
+  // Returns the Ready Session. Without a driver to connect, an idle resume this wait requested is
+  // acknowledged at once (the caller's next connection reaches the resumed runtime).
   PySession WaitReady(const std::string& name, double timeout, bool resume_idle) {
+    st::ReadySession ready = WaitReadyRaw(name, timeout, resume_idle, /*acknowledge=*/true);
+    return PySession::From(ready.session);
+  }
+
+  st::ReadySession WaitReadyRaw(const std::string& name, double timeout, bool resume_idle, bool acknowledge) {
     auto deadline = std::chrono::steady_clock::now() + Seconds(timeout);
     st::Result<st::ReadySession> r = st::Fail(st::Errc::internal, "not run");
     {
@@ -121,10 +127,10 @@ class PySessionClient {
       st::WaitReadyOptions options;
       options.resume_idle = resume_idle;
       r = sessions_->WaitReady(name, deadline, options);
-      if (r && !r->resume_request.empty()) (void)sessions_->AcknowledgeResume(name, r->resume_request);
+      if (acknowledge && r && !r->resume_request.empty()) (void)sessions_->AcknowledgeResume(name, r->resume_request);
     }
     if (!r) Raise(r.error());
-    return PySession::From(r->session);
+    return std::move(*r);
   }
 
   const std::string& namespace_name() const { return sessions_->Namespace(); }
@@ -151,13 +157,14 @@ py::object DriverForSession(const std::string& name, std::optional<std::string> 
                             std::optional<std::string> kubeconfig, std::optional<std::string> context,
                             double wait_timeout) {
   PySessionClient client(std::move(namespace_name), std::move(kubeconfig), std::move(context));
-  PySession ready = client.WaitReady(name, wait_timeout, true);
+  // The driver acknowledges a resume this wait requested once its first connection has seen the
+  // runtime's replay (PROTOCOL.md §5).
+  st::ReadySession ready = client.WaitReadyRaw(name, wait_timeout, true, /*acknowledge=*/false);
   st::KubeConfig config = client.config();
   std::string ns = client.namespace_name();
-  std::string pod = ready.pod_name;
   return sessionturn::python::NewDriver(
-      [&](st::Context& ctx) { return st::MakeKubeExecConnector(ctx, config, ns, pod); },
-      "kube-exec:" + ns + "/" + pod);
+      [&](st::Context& ctx) { return st::MakeSessionConnector(ctx, config, ns, name, ready); },
+      "kube-exec:" + ns + "/" + ready.pod_name);
 }
 
 }  // namespace
