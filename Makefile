@@ -34,7 +34,8 @@ demo: build
 python: build
 	@echo "import path: $(CURDIR)/build/python"
 
-bench: bootstrap
+bench:
+	SESSIONTURN_BOOTSTRAP_EXTRA="python3-kubernetes" scripts/bootstrap
 	cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DSESSIONTURN_BUILD_BENCH=ON \
 	  -DSESSIONTURN_BUILD_TESTS=OFF $(CMAKE_COMMON)
 	cmake --build build-bench -j$(JOBS)

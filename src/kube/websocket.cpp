@@ -7,6 +7,8 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
+#include <mutex>
 
 #include <asio/ssl.hpp>
 #include <nlohmann/json.hpp>
@@ -256,8 +258,8 @@ class WsImpl final : public WebSocket, public std::enable_shared_from_this<WsImp
   WsImpl(Context& context, WsTarget target)
       : target_(std::move(target)),
         strand_(asio::make_strand(context.io())),
-        ssl_ctx_(MakeSslContext(target_, tls_status_)),
-        stream_(strand_, ssl_ctx_),
+        ssl_ctx_(SharedSslContext(target_, tls_status_)),
+        stream_(strand_, *ssl_ctx_),
         resolver_(strand_),
         timer_(strand_),
         reader_(target_.max_message),
@@ -345,6 +347,27 @@ class WsImpl final : public WebSocket, public std::enable_shared_from_this<WsImp
   static asio::ssl::context MakeSslContext(const WsTarget& target, Status& status) {
     asio::ssl::context ctx(asio::ssl::context::tls_client);
     if (target.use_tls) status = ConfigureTlsContext(ctx.native_handle(), target.tls);
+    return ctx;
+  }
+
+  // Making an OpenSSL 3 context and parsing the CA costs about as much as the TLS handshake itself, and
+  // every turn (and reconnect) opens a new exec connection: reuse one context per TLS material. A
+  // configured SSL_CTX is safe to share between threads for making connections.
+  static std::shared_ptr<asio::ssl::context> SharedSslContext(const WsTarget& target, Status& status) {
+    constexpr std::size_t kMaxCachedContexts = 16;  // distinct clusters/credentials a process talks to
+    static std::mutex mu;
+    static std::map<std::string, std::shared_ptr<asio::ssl::context>> cache;
+    if (!target.use_tls) return std::make_shared<asio::ssl::context>(asio::ssl::context::tls_client);
+    std::string key;
+    key.reserve(target.tls.ca_pem.size() + target.tls.cert_pem.size() + target.tls.key_pem.size() + 4);
+    key.append(target.tls.ca_pem).append(1, '\0').append(target.tls.cert_pem).append(1, '\0');
+    key.append(target.tls.key_pem).append(1, '\0').append(target.tls.insecure ? "1" : "0");
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+    auto ctx = std::make_shared<asio::ssl::context>(MakeSslContext(target, status));
+    if (!status) return ctx;  // not cached: the error is reported by Begin
+    if (cache.size() >= kMaxCachedContexts) cache.clear();
+    cache.emplace(std::move(key), ctx);
     return ctx;
   }
 
@@ -825,7 +848,7 @@ class WsImpl final : public WebSocket, public std::enable_shared_from_this<WsImp
   WsTarget target_;
   Strand strand_;
   Status tls_status_;  // set while ssl_ctx_ is made; reported by Begin
-  asio::ssl::context ssl_ctx_;
+  std::shared_ptr<asio::ssl::context> ssl_ctx_;  // shared by connections with the same TLS material
   asio::ssl::stream<asio::ip::tcp::socket> stream_;
   asio::ip::tcp::resolver resolver_;
   asio::steady_timer timer_;

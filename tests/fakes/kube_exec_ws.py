@@ -146,11 +146,18 @@ def handle_exec(handler, pod_socket_path, params, protocols=(V5, V4), exit_code=
                          "none of the offered sub-protocols %r is supported (want %s)" % (offered, ", ".join(protocols)))
         return
     for flag in ("stdin", "stdout"):
-        if params.get(flag, ["false"])[0] != "true":
+        # The API server parses these with Go's strconv.ParseBool: python3-kubernetes sends "True".
+        if params.get(flag, ["false"])[0] not in ("1", "t", "T", "true", "TRUE", "True"):
             _send_http_error(handler, 400, "BadRequest", "this fake needs stdin=true and stdout=true")
             return
     accept = base64.b64encode(hashlib.sha1((key + WS_GUID).encode()).digest()).decode()
     handler.close_connection = True
+    # Frames are small and interactive: without TCP_NODELAY, Nagle's algorithm and the client's delayed
+    # ACK add tens of milliseconds to every reply, which a real API server (Go sets it) does not.
+    try:
+        handler.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    except OSError:
+        pass
     handler.wfile.write(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                          "Sec-WebSocket-Accept: %s\r\nSec-WebSocket-Protocol: %s\r\n\r\n" % (accept, chosen)).encode())
     handler.wfile.flush()
