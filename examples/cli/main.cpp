@@ -1,22 +1,26 @@
-// `sessionturn`: one turn, a watch or an interrupt against a Session runtime, from a shell.
-// A thin layer over driver.hpp: parse arguments, stream the reply, ask questions on the terminal,
-// map the outcome to an exit code a script can branch on.
+// `sessionturn`: one turn, a watch or an interrupt against a Session runtime, from a shell, and the
+// Kelos Sessions of a cluster (list, get, suspend, resume, delete, wait). A thin layer over driver.hpp,
+// sessions.hpp and session_driver.hpp: parse arguments, stream the reply, ask questions on the
+// terminal, map the outcome to an exit code a script can branch on.
 #include <fcntl.h>
 #include <signal.h>
 #include <poll.h>
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <deque>
 #include <functional>
 #include <iostream>
 #include <iterator>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -28,7 +32,10 @@
 #include <sessionturn/context.hpp>
 #include <sessionturn/driver.hpp>
 #include <sessionturn/error.hpp>
+#include <sessionturn/kube.hpp>
 #include <sessionturn/protocol.hpp>
+#include <sessionturn/session_driver.hpp>
+#include <sessionturn/sessions.hpp>
 
 namespace st = sessionturn;
 using namespace std::chrono_literals;
@@ -49,17 +56,34 @@ constexpr auto kStatusRefresh = 250ms;
 // A prompt read from stdin larger than this is almost certainly a mistake (a binary piped in).
 constexpr std::size_t kMaxPromptBytes = 4u << 20;
 
+// How long `turn`, `watch` and `interrupt` with --session wait for the Session by default (PROTOCOL.md §6:
+// a Session resuming from idle needs its Pod scheduled and its workspace mounted).
+constexpr double kDefaultWaitSeconds = 600;
+
 constexpr const char* kUsage = R"(usage:
-  sessionturn turn (--socket PATH | --exec CMD [ARG...]) [options] PROMPT
-  sessionturn watch (--socket PATH | --exec CMD [ARG...]) [--since ID] [--json]
-  sessionturn interrupt (--socket PATH | --exec CMD [ARG...])
+  sessionturn turn (--socket PATH | --session NAME [KUBE] | --exec CMD [ARG...]) [options] PROMPT
+  sessionturn watch (--socket PATH | --session NAME [KUBE] | --exec CMD [ARG...]) [--since ID] [--json]
+  sessionturn interrupt (--socket PATH | --session NAME [KUBE] | --exec CMD [ARG...])
+  sessionturn sessions list [KUBE] [--json]
+  sessionturn sessions (get | suspend | resume | delete) NAME [KUBE] [--json]
+  sessionturn wait NAME [KUBE] [--timeout SECONDS]
   sessionturn --help
 
 Connection (one of):
   --socket PATH        the runtime's unix socket
+  --session NAME       the Kelos Session NAME in a cluster: wait until it is ready (waking it when its
+                       idle policy suspended it), then talk to its Pod over pods/exec
   --exec CMD [ARG...]  run CMD (no shell) and talk over its stdin/stdout, e.g.
                        --exec kubectl exec -i POD -c kelos-agent -- /kelos/bin/kelos-session-runtime client
                        --exec takes every argument after it, so put it last.
+
+KUBE (with --session, sessions and wait):
+  -n, --namespace NS   the Session's namespace (default: the context's, else "default")
+  --kubeconfig FILE    kubeconfig file(s), colon-separated (default: $KUBECONFIG, else ~/.kube/config,
+                       else the in-cluster service account)
+  --context NAME       the kubeconfig context (default: its current-context)
+  --wait-timeout SECONDS
+                       with --session: how long to wait for the Session to be ready (default 600)
 
 turn options:
   --timeout SECONDS    bound for the whole turn (default 3600); then the turn is abandoned
@@ -75,17 +99,45 @@ watch options:
   --since ID           start after event ID (default: from the start of the retained journal)
   --json               print each event as its JSON line
 
-Exit codes: 0 completed; 1 the turn failed, was interrupted or removed; 2 usage error;
-3 could not reach or lost the runtime; 4 timed out; 5 rejected by the runtime.
+sessions:
+  list                 a table: NAME PHASE POD AGE-or-MESSAGE (the status message when there is one)
+  get NAME             the Session's fields; suspend NAME / resume NAME set / remove spec.suspend
+                       (resume does not wake a Session its idle policy suspended: a turn or wait does);
+                       delete NAME
+  --json               the raw objects as the API server returned them
+
+wait options:
+  --timeout SECONDS    how long to wait (default 600); prints the Pod name once the Session is ready,
+                       waking it when its idle policy suspended it
+
+Exit codes: 0 completed; 1 the turn failed, was interrupted or removed (sessions: the API refused,
+e.g. no such Session); 2 usage error or a bad kubeconfig; 3 could not reach or lost the runtime or
+the cluster, or the Session failed or is suspended by its owner; 4 timed out (a turn, or waiting
+for the Session); 5 rejected by the runtime.
 )";
 
 struct UsageError {
   std::string message;
 };
 
+// An outcome decided deep inside a command (a bad kubeconfig, a Session that failed): main prints
+// "sessionturn: <message>" and exits with `code`.
+struct ExitWith {
+  int code;
+  std::string message;
+};
+
 struct Args {
-  std::string command;  // turn | watch | interrupt | help
+  std::string command;  // turn | watch | interrupt | sessions | wait | help
   std::string socket;
+  std::string session;  // --session NAME
+  std::string sessions_action;  // list | get | suspend | resume | delete
+  std::string name;     // NAME of `sessions get ...` and `wait`
+  std::string namespace_name;
+  std::string kubeconfig;
+  std::string kube_context;
+  double wait_timeout_seconds = kDefaultWaitSeconds;
+  bool kube_options_given = false;
   std::vector<std::string> exec;
   double timeout_seconds = 0;  // 0: the driver's default
   bool ask = false;
@@ -125,12 +177,32 @@ Args ParseArgs(int argc, char** argv) {
     return args;
   }
   args.command = rest[0];
-  if (args.command != "turn" && args.command != "watch" && args.command != "interrupt") {
-    throw UsageError{"unknown command \"" + args.command + "\" (expected turn, watch or interrupt)"};
+  if (args.command != "turn" && args.command != "watch" && args.command != "interrupt" &&
+      args.command != "sessions" && args.command != "wait") {
+    throw UsageError{"unknown command \"" + args.command +
+                     "\" (expected turn, watch, interrupt, sessions or wait)"};
   }
   const bool is_turn = args.command == "turn";
   const bool is_watch = args.command == "watch";
-  for (std::size_t i = 1; i < rest.size(); ++i) {
+  const bool is_sessions = args.command == "sessions";
+  const bool is_wait = args.command == "wait";
+  const bool is_runtime = !is_sessions && !is_wait;  // turn, watch, interrupt: talk to a runtime
+  std::size_t first = 1;
+  if (is_sessions) {
+    if (rest.size() < 2) throw UsageError{"`sessionturn sessions` needs list, get, suspend, resume or delete"};
+    args.sessions_action = rest[1];
+    if (args.sessions_action == "--help" || args.sessions_action == "-h") {
+      args.command = "help";
+      return args;
+    }
+    if (args.sessions_action != "list" && args.sessions_action != "get" && args.sessions_action != "suspend" &&
+        args.sessions_action != "resume" && args.sessions_action != "delete") {
+      throw UsageError{"unknown sessions action \"" + args.sessions_action +
+                       "\" (expected list, get, suspend, resume or delete)"};
+    }
+    first = 2;
+  }
+  for (std::size_t i = first; i < rest.size(); ++i) {
     const std::string& a = rest[i];
     auto value = [&](const std::string& flag) -> std::string {
       if (i + 1 >= rest.size()) throw UsageError{flag + " needs a value"};
@@ -143,15 +215,38 @@ Args ParseArgs(int argc, char** argv) {
       args.command = "help";
       return args;
     } else if (a == "--socket") {
+      only_for(is_runtime, "turn`, `sessionturn watch` or `sessionturn interrupt");
       args.socket = value(a);
       if (args.socket.empty()) throw UsageError{"--socket needs a path"};
+    } else if (a == "--session") {
+      only_for(is_runtime, "turn`, `sessionturn watch` or `sessionturn interrupt");
+      args.session = value(a);
+      if (args.session.empty()) throw UsageError{"--session needs a Session name"};
+    } else if (a == "-n" || a == "--namespace") {
+      args.namespace_name = value(a);
+      if (args.namespace_name.empty()) throw UsageError{a + " needs a namespace"};
+      args.kube_options_given = true;
+    } else if (a == "--kubeconfig") {
+      args.kubeconfig = value(a);
+      if (args.kubeconfig.empty()) throw UsageError{"--kubeconfig needs a file"};
+      args.kube_options_given = true;
+    } else if (a == "--context") {
+      args.kube_context = value(a);
+      if (args.kube_context.empty()) throw UsageError{"--context needs a context name"};
+      args.kube_options_given = true;
+    } else if (a == "--wait-timeout") {
+      only_for(is_runtime, "turn`, `sessionturn watch` or `sessionturn interrupt` with --session");
+      args.wait_timeout_seconds = ParsePositive(a, value(a));
+      args.kube_options_given = true;
     } else if (a == "--exec") {
+      only_for(is_runtime, "turn`, `sessionturn watch` or `sessionturn interrupt");
       args.exec.assign(rest.begin() + static_cast<std::ptrdiff_t>(i) + 1, rest.end());
       if (args.exec.empty()) throw UsageError{"--exec needs a command"};
       break;
     } else if (a == "--timeout") {
-      only_for(is_turn, "turn");
-      args.timeout_seconds = ParsePositive(a, value(a));
+      only_for(is_turn || is_wait, "turn` or `sessionturn wait");
+      if (is_wait) args.wait_timeout_seconds = ParsePositive(a, value(a));
+      else args.timeout_seconds = ParsePositive(a, value(a));
     } else if (a == "--questions") {
       only_for(is_turn, "turn");
       const std::string mode = value(a);
@@ -165,7 +260,7 @@ Args ParseArgs(int argc, char** argv) {
       only_for(is_turn, "turn");
       args.allow_commands = true;
     } else if (a == "--json") {
-      only_for(is_turn || is_watch, "turn` or `sessionturn watch");
+      only_for(is_turn || is_watch || is_sessions, "turn`, `sessionturn watch` or `sessionturn sessions");
       args.json = true;
     } else if (a == "--since") {
       only_for(is_watch, "watch");
@@ -179,14 +274,27 @@ Args ParseArgs(int argc, char** argv) {
       break;
     } else if (a.size() > 1 && a[0] == '-' && a != "-") {
       throw UsageError{"unknown option " + a};
+    } else if ((is_wait || (is_sessions && args.sessions_action != "list")) && args.name.empty()) {
+      args.name = a;
     } else {
       if (!is_turn) throw UsageError{"unexpected argument \"" + a + "\""};
       if (args.prompt) throw UsageError{"more than one PROMPT given (quote the prompt as one argument)"};
       args.prompt = a;
     }
   }
-  if (args.socket.empty() && args.exec.empty()) throw UsageError{"give --socket PATH or --exec CMD"};
-  if (!args.socket.empty() && !args.exec.empty()) throw UsageError{"give --socket or --exec, not both"};
+  if (!is_runtime) {
+    if (args.name.empty() && (is_wait || args.sessions_action != "list")) {
+      throw UsageError{std::string("`sessionturn ") + (is_wait ? "wait" : "sessions " + args.sessions_action) +
+                       "` needs a Session NAME"};
+    }
+    return args;
+  }
+  const int connections = int(!args.socket.empty()) + int(!args.exec.empty()) + int(!args.session.empty());
+  if (connections == 0) throw UsageError{"give --socket PATH, --session NAME or --exec CMD"};
+  if (connections > 1) throw UsageError{"give one of --socket, --session and --exec, not several"};
+  if (args.kube_options_given && args.session.empty()) {
+    throw UsageError{"-n, --kubeconfig, --context and --wait-timeout go with --session"};
+  }
   if (is_turn && !args.prompt) throw UsageError{"no PROMPT given ('-' reads it from stdin)"};
   return args;
 }
@@ -207,9 +315,15 @@ void BlockTerminationSignals() {
   signal(SIGPIPE, SIG_IGN);
 }
 
-// The first signal runs `on_first`; a second one exits at once (the user insists).
-void StartSignalWatcher(std::function<void()> on_first) {
-  std::thread([on_first = std::move(on_first)] {
+// What the first signal does. Empty (while the CLI waits for a Session, which has no cancellation of
+// its own): end the process at once with kExitTurnFailed, as a cancelled turn does.
+std::mutex g_signal_mu;
+std::function<void()> g_on_first_signal;
+
+// The first signal runs the handler set with SetSignalHandler; a second one exits at once (the user
+// insists). Started once, from main, after BlockTerminationSignals.
+void StartSignalWatcher() {
+  std::thread([] {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
@@ -218,12 +332,27 @@ void StartSignalWatcher(std::function<void()> on_first) {
       int sig = 0;
       if (sigwait(&set, &sig) != 0) continue;
       if (g_signals.fetch_add(1) == 0) {
-        on_first();
-      } else {
-        std::_Exit(128 + sig);
+        std::function<void()> handler;
+        {
+          std::lock_guard<std::mutex> lock(g_signal_mu);
+          handler = g_on_first_signal;
+        }
+        if (handler) {
+          handler();
+          continue;
+        }
+        if (isatty(STDERR_FILENO) == 1) std::fputs("\r\033[K", stderr);  // a status line would stay
+        std::fputs("sessionturn: interrupted\n", stderr);
+        std::_Exit(kExitTurnFailed);
       }
+      std::_Exit(128 + sig);
     }
   }).detach();
+}
+
+void SetSignalHandler(std::function<void()> on_first) {
+  std::lock_guard<std::mutex> lock(g_signal_mu);
+  g_on_first_signal = std::move(on_first);
 }
 
 // ---- Output helpers ------------------------------------------------------------------------------
@@ -439,11 +568,127 @@ void AskQuestions(const PendingQuestion& pending, int in_fd, std::string& in_buf
   pending.responder.Answer(std::move(answers));
 }
 
+// ---- Sessions in a cluster ---------------------------------------------------------------------------
+
+// A kubeconfig that cannot be used is the user's to fix, like a usage error: the loader's message
+// names the file, the context and the field.
+st::KubeConfig LoadKube(const Args& args) {
+  st::KubeConfigOptions options;
+  options.kubeconfig = args.kubeconfig;
+  options.context = args.kube_context;
+  options.namespace_name = args.namespace_name;
+  auto kube = st::KubeConfig::Load(options);
+  if (!kube) throw ExitWith{kExitUsage, kube.error().ToString()};
+  return std::move(*kube);
+}
+
+// Exit codes for errors from the cluster: a Session that failed or that its owner suspended, and a
+// cluster we cannot reach or may not use, are "could not reach the runtime"; a refusal that names a
+// thing (no such Session, a conflict) is a failed operation.
+int KubeExitCode(const st::Error& error) {
+  switch (error.code) {
+    case st::Errc::invalid_argument: return kExitUsage;
+    case st::Errc::timeout: return kExitTimeout;
+    case st::Errc::failed:
+    case st::Errc::unavailable:
+    case st::Errc::connection_failed:
+    case st::Errc::connection_lost:
+    case st::Errc::unauthorized:
+    case st::Errc::forbidden: return kExitUnreachable;
+    default: return kExitTurnFailed;
+  }
+}
+
+// What the user is waiting for, as a status line; empty when there is nothing to wait for (ready) or
+// the wait is about to end with an error that says it all (failed, suspended by its owner).
+std::string WaitStatusText(const st::Session& s, const std::string& who, bool& resuming) {
+  if (s.IsReady() || s.IsFailed() || s.IsOwnerSuspended()) return "";
+  if (s.IsIdleSuspended() || (!s.resume_request.empty() && s.resume_request != s.resume_acknowledgement)) {
+    resuming = true;
+  }
+  if (resuming) return "resuming " + who + " (suspended by its idle policy)\u2026";
+  return "waiting for " + who + " (phase " + (s.phase.empty() ? std::string("not yet set") : s.phase) + ")\u2026";
+}
+
+struct WaitedSession {
+  st::KubeConfig kube;
+  std::string namespace_name;
+  st::ReadySession ready;
+};
+
+// SessionClient::WaitReady with progress: a live status line when stderr is a terminal, else one
+// plain line per change of what is awaited (nothing at all when the Session is ready at once).
+// Throws ExitWith for every outcome but ready.
+WaitedSession WaitForSession(const Args& args, const std::string& name) {
+  WaitedSession out{LoadKube(args), {}, {}};
+  out.namespace_name = out.kube.Namespace();
+  const std::string who = "Session " + out.namespace_name + "/" + name;
+  const bool stderr_tty = isatty(STDERR_FILENO) == 1;
+  StatusLine status(stderr_tty);
+  status.Set("waiting for " + who + "\u2026");
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<st::Result<st::ReadySession>> outcome;
+  bool resuming = false;       // touched only by the waiting thread
+  std::string last_printed;    // likewise
+  st::WaitReadyOptions options;
+  options.resume_idle = true;
+  options.on_update = [&](const st::Session& s) {
+    const std::string text = WaitStatusText(s, who, resuming);
+    if (text.empty()) return;
+    if (stderr_tty) {
+      status.Set(text);
+    } else if (text != last_printed) {
+      last_printed = text;
+      std::fprintf(stderr, "sessionturn: %s\n", text.c_str());
+      std::fflush(stderr);
+    }
+  };
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::milliseconds(static_cast<std::int64_t>(args.wait_timeout_seconds * 1000));
+  // The wait blocks; the main thread keeps the status line ticking meanwhile.
+  std::thread waiter([&] {
+    st::KubeClient client(out.kube);
+    st::SessionClient sessions(client, out.namespace_name);
+    auto r = sessions.WaitReady(name, deadline, options);
+    std::lock_guard<std::mutex> lock(mu);
+    outcome = std::move(r);
+    cv.notify_all();
+  });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    while (!outcome) {
+      cv.wait_for(lock, kStatusRefresh);
+      if (outcome) break;
+      lock.unlock();
+      status.Draw();
+      lock.lock();
+    }
+  }
+  waiter.join();
+  status.Stop();
+  if (!*outcome) throw ExitWith{KubeExitCode(outcome->error()), outcome->error().ToString()};
+  out.ready = std::move(**outcome);
+  return out;
+}
+
 // ---- Commands ------------------------------------------------------------------------------------
 
 std::shared_ptr<st::Connector> MakeConnector(st::Context& context, const Args& args) {
   if (!args.exec.empty()) return st::MakeProcessConnector(context, args.exec);
+  if (!args.session.empty()) {
+    WaitedSession waited = WaitForSession(args, args.session);
+    // Acknowledges an idle resume after the first history.end (PROTOCOL.md §5).
+    return st::MakeSessionConnector(context, waited.kube, waited.namespace_name, args.session, waited.ready);
+  }
   return st::MakeUnixConnector(context, args.socket);
+}
+
+std::string ConnectionName(const Args& args) {
+  if (!args.session.empty()) return "Session " + args.session;
+  return args.exec.empty() ? "unix:" + args.socket : args.exec[0];
 }
 
 void PrintJsonResult(const std::optional<st::TurnResult>& result, const std::optional<st::Error>& error) {
@@ -490,7 +735,7 @@ int RunTurn(const Args& args) {
 
   // Shared with the detached signal watcher, which may outlive this frame.
   auto cancel = std::make_shared<st::CancellationSource>();
-  StartSignalWatcher([cancel] { cancel->Cancel(); });
+  SetSignalHandler([cancel] { cancel->Cancel(); });
 
   std::mutex mu;
   std::condition_variable cv;
@@ -507,7 +752,7 @@ int RunTurn(const Args& args) {
   options.cancel = cancel->Token();
   options.reconnect.enabled = !args.no_reconnect;
   options.allow_commands = args.allow_commands;
-  status.Set("connecting to " + (args.exec.empty() ? "unix:" + args.socket : args.exec[0]));
+  status.Set("connecting to " + ConnectionName(args));
   options.on_event = [&](const st::Event& e) {
     if (e.Is(st::event_type::kUserMessage) || e.Is(st::event_type::kUserMessageUpdated)) {
       if (!accepted) {
@@ -656,7 +901,7 @@ int RunWatch(const Args& args) {
         state->ended = std::move(s);
         state->cv.notify_all();
       });
-  StartSignalWatcher([state] {
+  SetSignalHandler([state] {
     std::lock_guard<std::mutex> lock(state->mu);
     state->stop_requested = true;
     state->cv.notify_all();
@@ -674,12 +919,155 @@ int RunWatch(const Args& args) {
 }
 
 int RunInterrupt(const Args& args) {
+  if (!args.session.empty()) {
+    // An idle-suspended Session runs no turn: waking it (a Pod scheduled, a workspace mounted) only to
+    // interrupt nothing would be waste.
+    const st::KubeConfig kube = LoadKube(args);
+    st::KubeClient client(kube);
+    st::SessionClient sessions(client, kube.Namespace());
+    if (auto s = sessions.Get(args.session); s && s->IsIdleSuspended()) {
+      std::fprintf(stderr, "sessionturn: Session %s/%s is suspended by its idle policy: no turn is running\n",
+                   kube.Namespace().c_str(), args.session.c_str());
+      return kExitCompleted;
+    }
+  }
   st::Context context;
   st::Driver driver(context, MakeConnector(context, args));
   auto status = driver.Interrupt();
   if (status) return kExitCompleted;
   std::fprintf(stderr, "sessionturn: interrupt: %s\n", status.error().ToString().c_str());
   return ExitCodeFor(status.error());
+}
+
+// "45s", "12m", "5h", "3d" (kubectl's AGE), "-" when the timestamp is missing or unreadable.
+std::string Age(const st::Session& s) {
+  std::string stamp;
+  const auto pointer = st::Json::json_pointer("/metadata/creationTimestamp");
+  if (s.raw.is_object() && s.raw.contains(pointer) && s.raw.at(pointer).is_string()) {
+    stamp = s.raw.at(pointer).get<std::string>();
+  }
+  std::tm tm{};
+  const char* end = stamp.empty() ? nullptr : ::strptime(stamp.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (end == nullptr) return "-";
+  const std::time_t created = ::timegm(&tm);
+  const long long secs = std::max<long long>(0, static_cast<long long>(std::time(nullptr) - created));
+  if (secs < 120) return std::to_string(secs) + "s";
+  if (secs < 2 * 3600) return std::to_string(secs / 60) + "m";
+  if (secs < 48 * 3600) return std::to_string(secs / 3600) + "h";
+  return std::to_string(secs / 86400) + "d";
+}
+
+std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
+
+void PrintTable(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> widths;
+  for (const auto& row : rows) {
+    if (widths.size() < row.size()) widths.resize(row.size(), 0);
+    for (std::size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(widths[i] - row[i].size() + 3, ' ');
+    }
+    std::fprintf(stdout, "%s\n", line.c_str());
+  }
+}
+
+void PrintJson(const st::Json& value) {
+  std::cout << value.dump(2, ' ', false, st::Json::error_handler_t::replace) << std::endl;
+}
+
+void PrintSession(const st::Session& s) {
+  std::vector<std::vector<std::string>> rows = {
+      {"Name:", s.name},
+      {"Namespace:", s.namespace_name},
+      {"Phase:", OrDash(s.phase)},
+      {"Pod:", OrDash(s.pod_name)},
+      {"Message:", OrDash(s.message)},
+      {"Suspend:", s.suspend ? "true" : "false"},
+      {"Ready reason:", OrDash(s.ready_reason)},
+      {"Idle resume request:", OrDash(s.resume_request)},
+      {"Idle resume acknowledgement:", OrDash(s.resume_acknowledgement)},
+      {"Age:", Age(s)},
+  };
+  PrintTable(rows);
+}
+
+int RunSessions(const Args& args) {
+  const st::KubeConfig kube = LoadKube(args);
+  st::KubeClient client(kube);
+  st::SessionClient sessions(client, kube.Namespace());
+  const std::string who = "Session " + kube.Namespace() + "/" + args.name;
+  auto fail = [&](const st::Error& e) {
+    std::fprintf(stderr, "sessionturn: %s\n", e.ToString().c_str());
+    return KubeExitCode(e);
+  };
+  const std::string& action = args.sessions_action;
+  if (action == "list") {
+    auto list = sessions.List();
+    if (!list) return fail(list.error());
+    if (args.json) {
+      st::Json items = st::Json::array();
+      for (const st::Session& s : *list) items.push_back(s.raw);
+      PrintJson(items);
+      return kExitCompleted;
+    }
+    if (list->empty()) {
+      std::fprintf(stderr, "sessionturn: no Sessions in namespace %s\n", kube.Namespace().c_str());
+      return kExitCompleted;
+    }
+    std::vector<std::vector<std::string>> rows = {{"NAME", "PHASE", "POD", "AGE/MESSAGE"}};
+    for (const st::Session& s : *list) {
+      std::string phase = OrDash(s.phase);
+      if (s.IsIdleSuspended()) phase += " (idle)";
+      else if (s.IsOwnerSuspended()) phase += " (owner)";
+      // A message says more than an age when there is one (why it failed, why it is suspended).
+      std::string message = s.message;
+      for (char& c : message) {
+        if (c == '\n' || c == '\t') c = ' ';
+      }
+      rows.push_back({s.name, phase, OrDash(s.pod_name), message.empty() ? Age(s) : message});
+    }
+    PrintTable(rows);
+    return kExitCompleted;
+  }
+  if (action == "get" || action == "suspend" || action == "resume") {
+    auto s = action == "get" ? sessions.Get(args.name)
+             : action == "suspend" ? sessions.Suspend(args.name)
+                                   : sessions.Resume(args.name);
+    if (!s) return fail(s.error());
+    if (args.json) {
+      PrintJson(s->raw);
+    } else if (action == "get") {
+      PrintSession(*s);
+    } else {
+      std::fprintf(stdout, "%s %s\n", who.c_str(), action == "suspend" ? "suspended" : "resumed");
+      if (action == "resume" && s->IsIdleSuspended()) {
+        std::fprintf(stderr,
+                     "sessionturn: note: %s is also suspended by its idle policy; a turn or "
+                     "`sessionturn wait %s` wakes it\n",
+                     who.c_str(), args.name.c_str());
+      }
+    }
+    return kExitCompleted;
+  }
+  // delete
+  if (auto st = sessions.Delete(args.name); !st) return fail(st.error());
+  if (args.json) {
+    PrintJson({{"name", args.name}, {"namespace", kube.Namespace()}, {"deleted", true}});
+  } else {
+    std::fprintf(stdout, "%s deleted\n", who.c_str());
+  }
+  return kExitCompleted;
+}
+
+// Waits until the Session is ready (waking it when its idle policy suspended it) and prints its Pod.
+int RunWait(const Args& args) {
+  WaitedSession waited = WaitForSession(args, args.name);
+  std::fprintf(stdout, "%s\n", waited.ready.pod_name.c_str());
+  return kExitCompleted;
 }
 
 }  // namespace
@@ -698,10 +1086,17 @@ int main(int argc, char** argv) {
   }
   // Before any thread exists, so every thread inherits the mask and only the watcher takes signals.
   BlockTerminationSignals();
+  StartSignalWatcher();
   try {
     if (args.command == "turn") return RunTurn(args);
     if (args.command == "watch") return RunWatch(args);
+    if (args.command == "sessions") return RunSessions(args);
+    if (args.command == "wait") return RunWait(args);
     return RunInterrupt(args);
+  } catch (const ExitWith& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "sessionturn: %s\n", e.message.c_str());
+    return e.code;
   } catch (const UsageError& e) {
     std::fprintf(stderr, "sessionturn: %s\n", e.message.c_str());
     return kExitUsage;
