@@ -115,3 +115,71 @@ TEST_CASE("ForSession reports Failed and owner-suspended Sessions, and refuses t
   REQUIRE_FALSE(empty);
   CHECK(empty.error().code == Errc::invalid_argument);
 }
+
+namespace {
+
+// A Ready Session "NAME" whose Pod is bridged to a fresh LocalRuntime.
+struct ReadySessionFixture {
+  FakeKube fake{0.1};
+  TempDir dir;
+  std::unique_ptr<testing::LocalRuntime> runtime;
+  explicit ReadySessionFixture(const std::string& name) {
+    testing::LocalRuntimeOptions ro;
+    ro.socket_path = dir.path() + "/runtime.sock";
+    auto rt = testing::LocalRuntime::Start(ro);
+    REQUIRE(rt);
+    runtime = std::move(*rt);
+    KubeClient client(fake.Config());
+    SessionClient sessions(client, "default");
+    REQUIRE(sessions.Create({{"metadata", {{"name", name}}}, {"spec", json::object()}}));
+    fake.Control("pods", {{"name", name + "-pod"}, {"socket", ro.socket_path}});
+  }
+};
+
+}  // namespace
+
+TEST_CASE("ForSession: a whole turn over TLS on v4 when the server offers only v4", "[kube][session_driver]") {
+  ReadySessionFixture f("v4only");
+  f.fake.Control("exec-faults", {{"protocols", json::array({"v4.channel.k8s.io"})}});
+  Context ctx;
+  auto sd = ForSession(ctx, f.fake.Config(), "default", "v4only", Fast());
+  REQUIRE(sd);
+  auto turn = sd->driver->SubmitTurn("over v4");
+  REQUIRE(turn);
+  CHECK(turn->status == TurnStatus::completed);
+  CHECK(turn->text == "echo #1: over v4");
+  bool upgraded = false;  // the exec was upgraded (the server offered v4 only, so it was v4)
+  for (const auto& e : f.fake.RequestLog()) {
+    if (e.value("path", "").find("/exec") != std::string::npos && e.value("status", 0) == 101) upgraded = true;
+  }
+  CHECK(upgraded);
+}
+
+TEST_CASE("ForSession: exec streams dropped by the server mid-turn are resumed with nothing lost",
+          "[kube][session_driver]") {
+  ReadySessionFixture f("flaky");
+  Context ctx;
+  auto sd = ForSession(ctx, f.fake.Config(), "default", "flaky", Fast());
+  REQUIRE(sd);
+  // The undisturbed reply first, for comparison.
+  auto clean = sd->driver->SubmitTurn("the same prompt");
+  REQUIRE(clean);
+  REQUIRE(clean->status == TurnStatus::completed);
+  // Every exec from now on is cut after 900 bytes: the turn needs several streams to finish.
+  f.fake.Control("exec-faults", {{"drop_after_bytes", 900}});
+  TurnOptions o;
+  o.reconnect.max_attempts = 10;
+  o.reconnect.initial_backoff = std::chrono::milliseconds(20);
+  std::vector<std::int64_t> ids;
+  o.on_event = [&](const Event& e) {
+    if (e.id > 0) ids.push_back(e.id);
+  };
+  auto turn = sd->driver->SubmitTurn("the same prompt", o);
+  REQUIRE(turn);
+  CHECK(turn->status == TurnStatus::completed);
+  CHECK(turn->reconnects >= 1);
+  CHECK(turn->text == "echo #2: the same prompt");
+  // No event delivered twice, in order.
+  CHECK(std::is_sorted(ids.begin(), ids.end()));
+  CHECK(std::adjacent_find(ids.begin(), ids.end()) == ids.end());
+}
