@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sessionturn/kube.hpp"
 
 namespace sessionturn::kube {
 
@@ -26,22 +27,7 @@ std::string TrimNewlines(std::string s) {
 
 }  // namespace
 
-std::string UrlEncodeComponent(std::string_view value) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(value.size());
-  for (unsigned char c : value) {
-    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
-        c == '.' || c == '~') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 15]);
-    }
-  }
-  return out;
-}
+std::string UrlEncodeComponent(std::string_view value) { return UrlEncode(value); }
 
 std::string ExecPath(std::string_view namespace_name, std::string_view pod, std::string_view container,
                      const std::vector<std::string>& command) {

@@ -551,7 +551,9 @@ std::string UrlEncode(std::string_view value) {
   static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
   for (unsigned char c : value) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+    // RFC 3986 unreserved characters, spelled out: std::isalnum depends on the C locale.
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+        c == '.' || c == '~') {
       out.push_back(static_cast<char>(c));
     } else {
       out.push_back('%');
