@@ -214,8 +214,9 @@ class TurnOp : public std::enable_shared_from_this<TurnOp> {
       if (result) (*result)->Close();
       return;
     }
-    if (abandoning_) {
-      // Abandoned while (re)connecting: nothing to withdraw on a stream we never followed.
+    if (abandoning_ && (!resync_to_withdraw_ || !result)) {
+      // Abandoned while (re)connecting: nothing to withdraw on a stream we never followed (or the
+      // reconnect made only to withdraw failed: the grace is not for retries).
       if (result) (*result)->Close();
       Finish(Fail(*pending_error_));
       return;
@@ -287,6 +288,26 @@ class TurnOp : public std::enable_shared_from_this<TurnOp> {
     if (step.accepted) accepted_at_ = now;
     if (step.started) started_at_turn_ = now;
     if (step.deliver && options_.on_event) CallUser(ctx(), "the on_event callback", [&] { options_.on_event(event); });
+    if (abandoning_ && resync_to_withdraw_) {
+      // Reconnected only to withdraw: follow the replay; once it is complete, withdraw what is still ours.
+      if (step.finished) {
+        Finish(Fail(*pending_error_));  // the turn ended while we were away: nothing to withdraw
+        return;
+      }
+      if (!event.Is(event_type::kHistoryEnd)) return;
+      resync_to_withdraw_ = false;
+      auto requests = tracker_.Abandon();
+      if (requests.empty()) {
+        Finish(Fail(*pending_error_));  // merged into a shared turn meanwhile: not ours to stop
+        return;
+      }
+      for (const auto& r : requests) {
+        withdrawal_ids_.insert(r.request_id);
+        withdrew_queued_ = withdrew_queued_ || r.type == request_type::kMessageRemove;
+        Send(r);
+      }
+      return;
+    }
     if (abandoning_) {
       if (step.accepted || (step.started && withdrew_queued_)) {
         // Abandoned between sending the message and its echo (now it is a turn), or our remove raced
@@ -455,10 +476,27 @@ class TurnOp : public std::enable_shared_from_this<TurnOp> {
     if (done_ || abandoning_) return;
     pending_error_ = error;
     auto requests = tracker_.Abandon();
+    if (!conn_ && !requests.empty() && options_.reconnect.enabled) {
+      // Between connections with a turn of ours to withdraw: reconnect now (not after the backoff),
+      // catch up with the replay, and withdraw the turn as it is then (it may have ended, started or
+      // been merged meanwhile), all within the grace. A turn must not be left running unseen.
+      abandoning_ = true;
+      resync_to_withdraw_ = true;
+      deadline_.cancel();
+      aux_timer_.cancel();
+      aux_timer_.expires_after(options_.abandon_grace);
+      aux_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
+        if (ec || self->done_) return;
+        self->Log(LogLevel::warning, "abandoning turn " + self->tracker_.turn_id() +
+                                         ": could not reconnect to withdraw it within the grace");
+        self->Finish(Fail(*self->pending_error_));
+      });
+      if (!connecting_) Connect();
+      return;
+    }
     if (!conn_) {
-      // Between connections (backoff) or before the first: there is no stream to write on, and a
-      // reconnect just to withdraw would outlive the caller's patience. Nothing was sent to undo
-      // unless the turn was accepted; log that it may run on.
+      // Before the first connection, or reconnecting is off: there is no stream to write on. Nothing
+      // was sent to undo unless the turn was accepted; log that it may run on.
       if (!requests.empty()) {
         Log(LogLevel::warning, "abandoning turn " + tracker_.turn_id() +
                                    " while disconnected: its withdrawal could not be sent");
@@ -565,6 +603,7 @@ class TurnOp : public std::enable_shared_from_this<TurnOp> {
   std::optional<Error> pending_error_;
   std::set<std::string> withdrawal_ids_;
   bool withdrew_queued_ = false;  // a message.remove is among the withdrawal requests
+  bool resync_to_withdraw_ = false;  // abandoned while disconnected: reconnected to withdraw after the replay
   int reconnect_attempts_ = 0;
   int reconnects_ = 0;
   std::string last_drop_;

@@ -784,3 +784,49 @@ TEST_CASE("driver: a stream that accepts but never replays counts as dropped aft
   acceptor.join();
   for (int fd : held) ::close(fd);
 }
+
+TEST_CASE("driver: a timeout while disconnected reconnects at once and withdraws the started turn", "[driver]") {
+  Fixture f("", kLongTurn);
+  TurnOptions o = WithTimeout(1500ms);
+  o.reconnect.initial_backoff = 60s;  // the backoff would outlast the deadline: the abandon must not wait for it
+  o.reconnect.max_backoff = 60s;
+  std::atomic<bool> started{false};
+  o.on_event = [&](const Event& e) {
+    if (e.Is("turn.started")) started = true;
+  };
+  auto pending = f.Async("slow", o);
+  f.WaitEvent([](const Event& e) { return e.Is("turn.started"); });
+  for (int i = 0; i < 400 && !started; ++i) std::this_thread::sleep_for(10ms);
+  REQUIRE(started);
+  f.runtime->DropAllConnections();  // the driver is now in its 60 s backoff
+  auto r = Get(pending);
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.error().code == Errc::timeout);
+  // The withdrawal reached the runtime over a fresh connection: our turn was interrupted, not left running.
+  REQUIRE(f.runtime->WaitForRequest([](const ClientRequest& q) { return q.type == "interrupt"; }, kWait));
+  auto done = f.WaitEvent([](const Event& e) { return e.Is("turn.completed"); });
+  CHECK(done.status == "interrupted");
+}
+
+TEST_CASE("driver: a timeout while disconnected sends nothing when the turn ended meanwhile", "[driver]") {
+  // A short turn that completes during the driver's backoff: the reconnect's replay shows it ended, so
+  // no interrupt is sent (it would stop whatever runs next).
+  Fixture f("", R"({"turns":[[{"type":"delta","text":"a"},{"type":"sleep","ms":300},{"type":"message","text":"done"}]],
+                    "repeat":"last"})");
+  TurnOptions o = WithTimeout(2000ms);
+  o.reconnect.initial_backoff = 60s;
+  o.reconnect.max_backoff = 60s;
+  std::atomic<bool> started{false};
+  o.on_event = [&](const Event& e) {
+    if (e.Is("turn.started")) started = true;
+  };
+  auto pending = f.Async("quick", o);
+  for (int i = 0; i < 400 && !started; ++i) std::this_thread::sleep_for(10ms);
+  REQUIRE(started);
+  f.runtime->DropAllConnections();
+  f.WaitEvent([](const Event& e) { return e.Is("turn.completed"); });
+  auto r = Get(pending);
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.error().code == Errc::timeout);
+  CHECK(f.Requests("interrupt").empty());
+}
