@@ -37,6 +37,19 @@ bool Eventually(SessionClient& sessions, const std::string& name, Pred pred) {
   return false;
 }
 
+// Waits until the fake's request log holds an entry matching `pred`.
+template <typename Pred>
+bool EventuallyLogged(FakeKube& fake, Pred pred) {
+  const auto until = std::chrono::steady_clock::now() + kWait;
+  while (std::chrono::steady_clock::now() < until) {
+    for (const auto& e : fake.RequestLog()) {
+      if (pred(e)) return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
 }  // namespace
 
 TEST_CASE("ForSession wakes an idle Session, runs a turn over pods/exec and acknowledges after the replay",
@@ -76,13 +89,19 @@ TEST_CASE("ForSession wakes an idle Session, runs a turn over pods/exec and ackn
   auto second = sd->driver->SubmitTurn("again");
   REQUIRE(second);
   CHECK(second->status == TurnStatus::completed);
-  int ack_patches = 0;
-  for (const auto& entry : fake.RequestLog()) {
-    if (entry.value("method", "") == "PATCH" && entry.value("path", "").find("/sessions/chat") != std::string::npos) {
-      ++ack_patches;
+  auto patches = [&] {
+    int n = 0;
+    for (const auto& entry : fake.RequestLog()) {
+      if (entry.value("method", "") == "PATCH" && entry.value("path", "").find("/sessions/chat") != std::string::npos) {
+        ++n;
+      }
     }
-  }
-  CHECK(ack_patches == 2);  // the resume request and the acknowledgement
+    return n;
+  };
+  // The resume request and the acknowledgement (the annotation is set, so both PATCHes were answered;
+  // give the log a moment to record them).
+  for (int i = 0; i < 100 && patches() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(patches() == 2);
 }
 
 TEST_CASE("ForSession reports Failed and owner-suspended Sessions, and refuses to block a worker",
@@ -148,11 +167,11 @@ TEST_CASE("ForSession: a whole turn over TLS on v4 when the server offers only v
   REQUIRE(turn);
   CHECK(turn->status == TurnStatus::completed);
   CHECK(turn->text == "echo #1: over v4");
-  bool upgraded = false;  // the exec was upgraded (the server offered v4 only, so it was v4)
-  for (const auto& e : f.fake.RequestLog()) {
-    if (e.value("path", "").find("/exec") != std::string::npos && e.value("status", 0) == 101) upgraded = true;
-  }
-  CHECK(upgraded);
+  // The exec was upgraded (the server offered v4 only, so it was v4). The fake logs a request when its
+  // handler returns, which for an exec is after the stream ended: wait for the entry.
+  CHECK(EventuallyLogged(f.fake, [](const json& e) {
+    return e.value("path", "").find("/exec") != std::string::npos && e.value("status", 0) == 101;
+  }));
 }
 
 TEST_CASE("ForSession: exec streams dropped by the server mid-turn are resumed with nothing lost",
