@@ -22,6 +22,7 @@
 #include "kube/kube_support.hpp"
 #include "sessionturn/sessions.hpp"
 #include "sessionturn/testing/local_runtime.hpp"
+#include "support/cli_runner.hpp"
 
 using namespace sessionturn;
 using namespace std::chrono_literals;
@@ -31,71 +32,15 @@ using nlohmann::json;
 
 namespace {
 
-constexpr auto kRunLimit = 90s;  // a CLI run that takes longer is a hang (the machine is shared and slow)
 constexpr auto kWait = 20s;
 
-const std::string kCli = std::string(SESSIONTURN_BINARY_DIR) + "/examples/cli/sessionturn";
-
-struct Run {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using sessionturn::testing_support::Run;
 
 // Runs the CLI with `args` (stdin empty); `interrupt_when` (optional) is polled with the output so
 // far, and the CLI gets SIGINT once it returns true.
 Run RunCli(const std::vector<std::string>& args, const std::function<bool(const std::string&)>& interrupt_when = {}) {
-  Run run;
-  REQUIRE(::access(kCli.c_str(), X_OK) == 0);  // build target sessionturn_cli
-  int out[2], err[2];
-  REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
-  REQUIRE(::pipe2(err, O_CLOEXEC) == 0);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, err[1], 2);
-  // The in-process runtime's sockets may lack O_CLOEXEC.
-  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
-  std::vector<std::string> argv_s = {kCli};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = ::posix_spawn(&pid, kCli.c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(out[1]);
-  ::close(err[1]);
-  REQUIRE(rc == 0);
-  const auto deadline = std::chrono::steady_clock::now() + kRunLimit;
-  bool out_open = true, err_open = true, interrupted = false;
-  while ((out_open || err_open) && std::chrono::steady_clock::now() < deadline) {
-    pollfd fds[2] = {{out_open ? out[0] : -1, POLLIN, 0}, {err_open ? err[0] : -1, POLLIN, 0}};
-    ::poll(fds, 2, 100);
-    char buffer[8192];
-    if (out_open && (fds[0].revents & (POLLIN | POLLHUP))) {
-      const ssize_t n = ::read(out[0], buffer, sizeof buffer);
-      if (n <= 0) out_open = false;
-      else run.out.append(buffer, static_cast<std::size_t>(n));
-    }
-    if (err_open && (fds[1].revents & (POLLIN | POLLHUP))) {
-      const ssize_t n = ::read(err[0], buffer, sizeof buffer);
-      if (n <= 0) err_open = false;
-      else run.err.append(buffer, static_cast<std::size_t>(n));
-    }
-    if (interrupt_when && !interrupted && interrupt_when(run.out)) {
-      ::kill(pid, SIGINT);
-      interrupted = true;
-    }
-  }
-  ::close(out[0]);
-  ::close(err[0]);
-  const bool hung = out_open || err_open;
-  if (hung) ::kill(pid, SIGKILL);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  run.exit_code = hung ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  Run run = sessionturn::testing_support::RunCliRaw(args, "", interrupt_when);
+  if (!run.setup_error.empty()) FAIL(run.setup_error);
   return run;
 }
 
