@@ -103,10 +103,27 @@ std::string TypeError(std::string_view key, std::string_view want) {
   return msg;
 }
 
-// Reads typed members out of a nested object, recording the first type mismatch with its path.
+// Where the decoder records fields of an unexpected type. Events keep going; requests stop at the
+// first (DecodeRequest turns it into an error, as the runtime's strict decoder does).
+class Mismatches {
+ public:
+  explicit Mismatches(std::vector<FieldMismatch>* out) : out_(out) {}
+  void Add(std::string field, std::string_view expected) {
+    ++count_;
+    if (out_ != nullptr) out_->push_back(FieldMismatch{std::move(field), std::string(expected)});
+  }
+  std::size_t count() const noexcept { return count_; }
+
+ private:
+  std::vector<FieldMismatch>* out_;
+  std::size_t count_ = 0;
+};
+
+// Reads typed members out of a nested object (nlohmann), recording each type mismatch with its path
+// and leaving that member at its zero value.
 class Reader {
  public:
-  explicit Reader(std::string* error) : error_(error) {}
+  explicit Reader(Mismatches& m) : m_(m) {}
 
   void Str(const Json& obj, const char* key, std::string& out, const std::string& path) {
     auto it = obj.find(key);
@@ -117,9 +134,10 @@ class Reader {
   void Int(const Json& obj, const char* key, std::int64_t& out, const std::string& path) {
     auto it = obj.find(key);
     if (it == obj.end() || it->is_null()) return;
-    if (it->is_number_integer()) {
+    if (it->is_number_integer() && !(it->is_number_unsigned() && it->get<std::uint64_t>() > INT64_MAX)) {
       out = it->get<std::int64_t>();
-    } else if (it->is_number_float() && it->get<double>() == static_cast<double>(static_cast<std::int64_t>(it->get<double>()))) {
+    } else if (it->is_number_float() && it->get<double>() >= -9.2e18 && it->get<double>() <= 9.2e18 &&
+               it->get<double>() == static_cast<double>(static_cast<std::int64_t>(it->get<double>()))) {
       out = static_cast<std::int64_t>(it->get<double>());
     } else {
       Mismatch(path + key, "an integer");
@@ -131,62 +149,59 @@ class Reader {
     if (!it->is_boolean()) return Mismatch(path + key, "a boolean");
     out = it->get<bool>();
   }
-  void Mismatch(const std::string& key, std::string_view want) {
-    if (error_->empty()) *error_ = TypeError(key, want);
-  }
+  void Mismatch(std::string key, std::string_view want) { m_.Add(std::move(key), want); }
 
  private:
-  std::string* error_;
+  Mismatches& m_;
 };
 
-void ReadQuestions(const Json& arr, std::vector<InputQuestion>& out, std::string* error) {
-  Reader r(error);
+void ReadOptions(const Json& arr, std::vector<InputOption>& out, const std::string& path, Reader& r) {
+  if (!arr.is_array()) return r.Mismatch(path, "an array");
+  for (std::size_t j = 0; j < arr.size(); ++j) {
+    const Json& o = arr[j];
+    const std::string opath = path + "[" + std::to_string(j) + "]";
+    if (!o.is_object()) {
+      r.Mismatch(opath, "an object");
+      continue;
+    }
+    InputOption opt;
+    r.Str(o, "label", opt.label, opath + ".");
+    r.Str(o, "description", opt.description, opath + ".");
+    out.push_back(std::move(opt));
+  }
+}
+
+void ReadQuestions(const Json& arr, std::vector<InputQuestion>& out, Mismatches& m) {
+  Reader r(m);
   if (arr.is_null()) return;
   if (!arr.is_array()) return r.Mismatch("questions", "an array");
   out.reserve(arr.size());
   for (std::size_t i = 0; i < arr.size(); ++i) {
     const Json& q = arr[i];
-    std::string path = "questions[" + std::to_string(i) + "].";
+    const std::string path = "questions[" + std::to_string(i) + "]";
     if (!q.is_object()) {
-      r.Mismatch(path.substr(0, path.size() - 1), "an object");
+      r.Mismatch(path, "an object");
       continue;
     }
     InputQuestion iq;
-    r.Str(q, "id", iq.id, path);
-    r.Str(q, "header", iq.header, path);
-    r.Str(q, "question", iq.question, path);
-    r.Bool(q, "multiSelect", iq.multi_select, path);
-    r.Bool(q, "secret", iq.secret, path);
-    if (auto it = q.find("options"); it != q.end() && !it->is_null()) {
-      if (!it->is_array()) {
-        r.Mismatch(path + "options", "an array");
-      } else {
-        for (std::size_t j = 0; j < it->size(); ++j) {
-          const Json& o = (*it)[j];
-          std::string opath = path + "options[" + std::to_string(j) + "].";
-          if (!o.is_object()) {
-            r.Mismatch(opath.substr(0, opath.size() - 1), "an object");
-            continue;
-          }
-          InputOption opt;
-          r.Str(o, "label", opt.label, opath);
-          r.Str(o, "description", opt.description, opath);
-          iq.options.push_back(std::move(opt));
-        }
-      }
-    }
+    r.Str(q, "id", iq.id, path + ".");
+    r.Str(q, "header", iq.header, path + ".");
+    r.Str(q, "question", iq.question, path + ".");
+    r.Bool(q, "multiSelect", iq.multi_select, path + ".");
+    r.Bool(q, "secret", iq.secret, path + ".");
+    if (auto it = q.find("options"); it != q.end() && !it->is_null()) ReadOptions(*it, iq.options, path + ".options", r);
     out.push_back(std::move(iq));
   }
 }
 
-void ReadHistoryState(const Json& obj, std::optional<HistoryState>& out, std::string* error) {
-  Reader r(error);
+void ReadHistoryState(const Json& obj, std::optional<HistoryState>& out, Mismatches& m) {
+  Reader r(m);
   if (obj.is_null()) return;
   if (!obj.is_object()) return r.Mismatch("historyState", "an object");
   HistoryState hs;
   const std::string path = "historyState.";
   r.Str(obj, "activeTurnId", hs.active_turn_id, path);
-  r.Bool(obj, "activeTurnStarted", hs.active_turn_started, path);
+  r.Str(obj, "activeTurnStarted", hs.active_turn_started, path);
   r.Bool(obj, "turnInterrupting", hs.turn_interrupting, path);
   r.Bool(obj, "waitingForInput", hs.waiting_for_input, path);
   if (auto it = obj.find("pendingTurn"); it != obj.end() && !it->is_null()) {
@@ -201,12 +216,24 @@ void ReadHistoryState(const Json& obj, std::optional<HistoryState>& out, std::st
       hs.pending_turn = std::move(pt);
     }
   }
-  if (auto it = obj.find("fileDiff"); it != obj.end()) hs.file_diff = *it;
+  if (auto it = obj.find("fileDiff"); it != obj.end() && !it->is_null()) hs.file_diff = *it;
   out = std::move(hs);
 }
 
-void ReadRuntime(const Json& obj, std::optional<RuntimeStatus>& out, std::string* error) {
-  Reader r(error);
+void ReadUsage(const Json& obj, std::optional<Usage>& out, Reader& r) {
+  if (!obj.is_object()) return r.Mismatch("runtime.usage", "an object");
+  Usage u;
+  const std::string upath = "runtime.usage.";
+  r.Int(obj, "inputTokens", u.input_tokens, upath);
+  r.Int(obj, "outputTokens", u.output_tokens, upath);
+  r.Int(obj, "totalTokens", u.total_tokens, upath);
+  r.Int(obj, "contextTokens", u.context_tokens, upath);
+  r.Int(obj, "contextWindow", u.context_window, upath);
+  out = u;
+}
+
+void ReadRuntime(const Json& obj, std::optional<RuntimeStatus>& out, Mismatches& m) {
+  Reader r(m);
   if (obj.is_null()) return;
   if (!obj.is_object()) return r.Mismatch("runtime", "an object");
   RuntimeStatus rs;
@@ -221,22 +248,12 @@ void ReadRuntime(const Json& obj, std::optional<RuntimeStatus>& out, std::string
       r.Str(obj, "model", rs.model, path);
     } else if (k == "workingDir") {
       r.Str(obj, "workingDir", rs.working_dir, path);
+    } else if (k == "homeDir") {
+      r.Str(obj, "homeDir", rs.home_dir, path);
     } else if (k == "branch") {
       r.Str(obj, "branch", rs.branch, path);
     } else if (k == "usage") {
-      if (it->is_null()) continue;
-      if (!it->is_object()) {
-        r.Mismatch(path + "usage", "an object");
-        continue;
-      }
-      Usage u;
-      const std::string upath = path + "usage.";
-      r.Int(*it, "inputTokens", u.input_tokens, upath);
-      r.Int(*it, "outputTokens", u.output_tokens, upath);
-      r.Int(*it, "totalTokens", u.total_tokens, upath);
-      r.Int(*it, "contextTokens", u.context_tokens, upath);
-      r.Int(*it, "contextWindow", u.context_window, upath);
-      rs.usage = u;
+      if (!it->is_null()) ReadUsage(*it, rs.usage, r);
     } else {
       rs.extra[k] = *it;
     }
@@ -251,10 +268,12 @@ std::string SimdError(simdjson::error_code code) { return simdjson::error_messag
 // Decodes one event with simdjson's DOM parser, whose compiled kernels are picked at run time for
 // the CPU (AVX2, SSE4.2, ...); the tape is walked once, top-level scalars go straight into their
 // fields, and nested values of modelled fields are handed to nlohmann as minified text (they are
-// rare next to deltas and tool output). Unknown fields are never materialised.
+// rare next to deltas and tool output). Unknown fields are never materialised. A field of an
+// unexpected type is recorded and skipped: the event itself is kept (PROTOCOL.md §2, and the real
+// runtime has changed field types before).
 class EventDecoder {
  public:
-  Result<Event> Decode(std::string_view line) {
+  Result<Event> Decode(std::string_view line, std::vector<FieldMismatch>* mismatches) {
     // simdjson needs SIMDJSON_PADDING readable bytes after the input; copy into a reused buffer.
     buffer_.resize(line.size() + simdjson::SIMDJSON_PADDING);
     std::memcpy(buffer_.data(), line.data(), line.size());
@@ -263,17 +282,14 @@ class EventDecoder {
     sj::element root;
     if (auto err = parser_.parse(reinterpret_cast<const std::uint8_t*>(buffer_.data()), line.size(), false).get(root);
         err) {
+      MaybeShrink(line.size());
       return Fail(Errc::protocol_error, NotObjectOr(line, "invalid JSON: " + SimdError(err)));
     }
     sj::object obj;
     if (auto err = root.get_object().get(obj); err) return Fail(Errc::protocol_error, "not a JSON object");
     Event ev;
-    std::string error;
-    for (sj::key_value_pair kv : obj) {
-      if (!Field(FieldOf(kv.key), kv.key, kv.value, ev, error)) {
-        return Fail(Errc::protocol_error, error.empty() ? "invalid JSON" : error);
-      }
-    }
+    Mismatches m(mismatches);
+    for (sj::key_value_pair kv : obj) Field(FieldOf(kv.key), kv.key, kv.value, ev, m);
     ev.line.assign(line.data(), line.size());
     MaybeShrink(line.size());
     return ev;
@@ -295,111 +311,89 @@ class EventDecoder {
     return otherwise;
   }
 
-  static bool Str(sj::element v, std::string_view key, std::string& out, std::string& error) {
-    if (v.is_null()) return true;
+  static void Str(sj::element v, std::string_view key, std::string& out, Mismatches& m) {
+    if (v.is_null()) return;
     std::string_view s;
-    if (v.get_string().get(s)) {
-      error = TypeError(key, "a string");
-      return false;
-    }
+    if (v.get_string().get(s)) return m.Add(std::string(key), "a string");
     out.assign(s.data(), s.size());
-    return true;
   }
 
-  static bool Int(sj::element v, std::string_view key, std::int64_t& out, std::string& error) {
-    if (v.is_null()) return true;
+  static void Int(sj::element v, std::string_view key, std::int64_t& out, Mismatches& m) {
+    if (v.is_null()) return;
     std::int64_t i = 0;
     if (!v.get_int64().get(i)) {
       out = i;
-      return true;
+      return;
     }
     double d = 0;
     if (v.is_double() && !v.get_double().get(d) && d >= -9.2e18 && d <= 9.2e18 &&
         d == static_cast<double>(static_cast<std::int64_t>(d))) {
       out = static_cast<std::int64_t>(d);
-      return true;
+      return;
     }
-    error = v.is_uint64() ? "\"" + std::string(key) + "\" is out of range" : TypeError(key, "an integer");
-    return false;
+    m.Add(std::string(key), v.is_uint64() ? "an integer in range" : "an integer");
   }
 
-  static bool Bool(sj::element v, std::string_view key, bool& out, std::string& error) {
-    if (v.is_null()) return true;
+  static void Bool(sj::element v, std::string_view key, bool& out, Mismatches& m) {
+    if (v.is_null()) return;
     if (v.get_bool().get(out)) {
-      error = TypeError(key, "a boolean");
-      return false;
+      out = false;
+      m.Add(std::string(key), "a boolean");
     }
-    return true;
   }
 
-  static bool Raw(sj::element v, std::string_view key, Json& out, std::string& error) {
-    if (v.is_null()) return true;
-    const std::string text = simdjson::minify(v);
-    out = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (out.is_discarded()) {
-      out = Json();
-      error = "invalid JSON in \"" + std::string(key) + "\"";
-      return false;
-    }
-    return true;
+  // Nested values we keep as JSON. simdjson validated the document, so the minified text parses.
+  static Json Nested(sj::element v) {
+    Json out = Json::parse(simdjson::minify(v), nullptr, /*allow_exceptions=*/false);
+    return out.is_discarded() ? Json() : out;
   }
 
-  static bool Field(sessionturn::Field f, std::string_view key, sj::element v, Event& ev, std::string& error) {
+  static void Field(sessionturn::Field f, std::string_view key, sj::element v, Event& ev, Mismatches& m) {
     switch (f) {
-      case Field::kUnknown: return true;
-      case Field::kId: return Int(v, key, ev.id, error);
-      case Field::kRevision: return Int(v, key, ev.revision, error);
-      case Field::kFirstEventId: return Int(v, key, ev.first_event_id, error);
-      case Field::kLastEventId: return Int(v, key, ev.last_event_id, error);
-      case Field::kType: return Str(v, key, ev.type, error);
-      case Field::kTimestamp: return Str(v, key, ev.timestamp, error);
-      case Field::kRequestId: return Str(v, key, ev.request_id, error);
-      case Field::kTurnId: return Str(v, key, ev.turn_id, error);
-      case Field::kText: return Str(v, key, ev.text, error);
-      case Field::kStatus: return Str(v, key, ev.status, error);
-      case Field::kSessionCommand: return Str(v, key, ev.session_command, error);
-      case Field::kToolId: return Str(v, key, ev.tool_id, error);
-      case Field::kToolName: return Str(v, key, ev.tool_name, error);
-      case Field::kOutput: return Str(v, key, ev.output, error);
-      case Field::kInputId: return Str(v, key, ev.input_id, error);
-      case Field::kJournalId: return Str(v, key, ev.journal_id, error);
-      case Field::kReset: return Bool(v, key, ev.reset, error);
-      case Field::kHistoryLimited: return Bool(v, key, ev.history_limited, error);
-      case Field::kHistoryPage: return Bool(v, key, ev.history_page, error);
-      case Field::kDiff: return Raw(v, key, ev.diff, error);
-      case Field::kGoal: return Raw(v, key, ev.goal, error);
-      case Field::kAttachments: return Raw(v, key, ev.attachments, error);
-      case Field::kHistoryCursor: return Raw(v, key, ev.history_cursor, error);
-      case Field::kQuestions: {
-        if (v.is_null()) return true;
-        if (!v.is_array()) {
-          error = TypeError(key, "an array");
-          return false;
-        }
-        Json j;
-        if (!Raw(v, key, j, error)) return false;
+      case Field::kUnknown: return;
+      case Field::kId: return Int(v, key, ev.id, m);
+      case Field::kRevision: return Int(v, key, ev.revision, m);
+      case Field::kFirstEventId: return Int(v, key, ev.first_event_id, m);
+      case Field::kLastEventId: return Int(v, key, ev.last_event_id, m);
+      case Field::kType: return Str(v, key, ev.type, m);
+      case Field::kTimestamp: return Str(v, key, ev.timestamp, m);
+      case Field::kRequestId: return Str(v, key, ev.request_id, m);
+      case Field::kTurnId: return Str(v, key, ev.turn_id, m);
+      case Field::kText: return Str(v, key, ev.text, m);
+      case Field::kStatus: return Str(v, key, ev.status, m);
+      case Field::kSessionCommand: return Bool(v, key, ev.session_command, m);
+      case Field::kToolId: return Str(v, key, ev.tool_id, m);
+      case Field::kToolName: return Str(v, key, ev.tool_name, m);
+      case Field::kOutput: return Str(v, key, ev.output, m);
+      case Field::kInputId: return Str(v, key, ev.input_id, m);
+      case Field::kJournalId: return Str(v, key, ev.journal_id, m);
+      case Field::kHistoryCursor: return Str(v, key, ev.history_cursor, m);
+      case Field::kReset: return Bool(v, key, ev.reset, m);
+      case Field::kHistoryLimited: return Bool(v, key, ev.history_limited, m);
+      case Field::kHistoryPage: return Bool(v, key, ev.history_page, m);
+      case Field::kDiff:
+        if (!v.is_null()) ev.diff = Nested(v);
+        return;
+      case Field::kGoal:
+        if (!v.is_null()) ev.goal = Nested(v);
+        return;
+      case Field::kAttachments:
+        if (!v.is_null()) ev.attachments = Nested(v);
+        return;
+      case Field::kQuestions:
+        if (v.is_null()) return;
+        if (!v.is_array()) return m.Add("questions", "an array");
         ev.questions.clear();
-        ReadQuestions(j, ev.questions, &error);
-        return error.empty();
-      }
+        return ReadQuestions(Nested(v), ev.questions, m);
       case Field::kHistoryState:
-      case Field::kRuntime: {
-        if (v.is_null()) return true;
-        if (!v.is_object()) {
-          error = TypeError(key, "an object");
-          return false;
-        }
-        Json j;
-        if (!Raw(v, key, j, error)) return false;
-        if (f == Field::kHistoryState) {
-          ReadHistoryState(j, ev.history_state, &error);
-        } else {
-          ReadRuntime(j, ev.runtime, &error);
-        }
-        return error.empty();
-      }
+        if (v.is_null()) return;
+        if (!v.is_object()) return m.Add("historyState", "an object");
+        return ReadHistoryState(Nested(v), ev.history_state, m);
+      case Field::kRuntime:
+        if (v.is_null()) return;
+        if (!v.is_object()) return m.Add("runtime", "an object");
+        return ReadRuntime(Nested(v), ev.runtime, m);
     }
-    return true;
   }
 
   sj::parser parser_;
@@ -459,14 +453,38 @@ Json Event::Raw() const {
 
 bool SameEvent(const Event& a, const Event& b) { return EventToJson(a) == EventToJson(b); }
 
-Result<Event> DecodeEvent(std::string_view line) {
+Result<Event> DecodeEvent(std::string_view line, std::vector<FieldMismatch>* mismatches) {
   // One decoder (parser state and buffers, reused across lines) per thread.
   thread_local EventDecoder decoder;
   try {
-    return decoder.Decode(line);
+    return decoder.Decode(line, mismatches);
   } catch (const std::exception& e) {  // allocation failure; simdjson itself does not throw here
     return Fail(Errc::protocol_error, std::string("cannot decode event: ") + e.what());
   }
+}
+
+std::vector<std::string> FieldMismatchMemo::Note(std::string_view event_type,
+                                                 const std::vector<FieldMismatch>& mismatches) {
+  std::vector<std::string> out;
+  if (mismatches.empty()) return out;
+  std::lock_guard lock(mu_);
+  for (const auto& m : mismatches) {
+    // Array indices are not part of the identity: questions[0].id and questions[3].id are one field.
+    std::string key;
+    key.reserve(m.field.size());
+    bool in_index = false;
+    for (char c : m.field) {
+      if (c == '[') in_index = true;
+      if (!in_index) key += c;
+      if (c == ']') in_index = false;
+    }
+    if (!reported_.insert(key).second) continue;
+    out.push_back("the runtime sent field \"" + m.field + "\" of a \"" + std::string(event_type) +
+                  "\" event with an unexpected type (expected " + m.expected +
+                  "); the event was kept with that field empty. Reported once per field: the runtime may be "
+                  "newer than this sessionturn");
+  }
+  return out;
 }
 
 Json EventToJson(const Event& e) {
@@ -517,6 +535,7 @@ Json EventToJson(const Event& e) {
     PutIf(r, "agentType", rs.agent_type);
     PutIf(r, "model", rs.model);
     PutIf(r, "workingDir", rs.working_dir);
+    PutIf(r, "homeDir", rs.home_dir);
     PutIf(r, "branch", rs.branch);
     if (rs.usage) {
       Json u = Json::object();
@@ -563,8 +582,9 @@ Result<ClientRequest> DecodeRequest(std::string_view line) {
   if (j.is_discarded()) return Fail(Errc::protocol_error, "invalid JSON");
   if (!j.is_object()) return Fail(Errc::protocol_error, "not a JSON object");
   ClientRequest r;
-  std::string error;
-  Reader rd(&error);
+  std::vector<FieldMismatch> found;
+  Mismatches mismatches(&found);
+  Reader rd(mismatches);
   const std::string root;
   rd.Str(j, "type", r.type, root);
   rd.Str(j, "requestId", r.request_id, root);
@@ -612,8 +632,8 @@ Result<ClientRequest> DecodeRequest(std::string_view line) {
       }
     }
   }
-  if (auto it = j.find("historyCursor"); it != j.end()) r.history_cursor = *it;
-  if (!error.empty()) return Fail(Errc::protocol_error, error);
+  rd.Str(j, "historyCursor", r.history_cursor, root);
+  if (!found.empty()) return Fail(Errc::protocol_error, TypeError(found.front().field, found.front().expected));
   return r;
 }
 

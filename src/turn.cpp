@@ -131,7 +131,7 @@ void TurnTracker::HandleHistoryEnd(const Event& event, TurnStep& step) {
       const HistoryState& hs = *event.history_state;
       if (hs.active_turn_id == turn_id_) {
         found = true;
-        if (hs.active_turn_started && !started_) {
+        if (!hs.active_turn_started.empty() && !started_) {
           started_ = true;
           phase_ = TurnPhase::running;
           step.started = true;

@@ -101,6 +101,16 @@ struct ReconnectPolicy {
   std::chrono::milliseconds handshake_timeout{30000};
 };
 
+// Where a turn is in the runtime's journal: enough to follow it again from another process
+// (Driver::AsyncAttachTurn) after this one stopped. Persist it when on_accepted fires and advance
+// last_event_id as events arrive.
+struct TurnRef {
+  std::string request_id;     // the message's requestId
+  std::string turn_id;        // "turn-N"; empty until the runtime accepted the message
+  std::int64_t last_event_id = 0;  // the last journaled event seen
+  std::string journal_id;     // the journal last_event_id belongs to
+};
+
 struct TurnOptions {
   std::chrono::milliseconds timeout = kDefaultTurnTimeout;  // for the whole turn, from the call; > 0
   CancellationToken cancel;                                 // cancelling abandons the turn: Errc::cancelled
@@ -117,9 +127,13 @@ struct TurnOptions {
   std::chrono::milliseconds abandon_grace = kAbandonGrace;
   // The message's requestId; empty means a fresh random one. For tests and idempotent retries.
   std::string request_id;
+  // Called once when the runtime accepted the prompt (its echo, or the merge into a queued turn),
+  // with the turn's place in the journal. Runs on a Context worker: must not block.
+  std::function<void(const TurnRef& ref)> on_accepted;
 };
 
 struct TurnResult {
+  std::string request_id;  // the message's requestId (or the attached turn's)
   std::string turn_id;
   TurnStatus status = TurnStatus::interrupted;
   std::string text;
@@ -128,6 +142,8 @@ struct TurnResult {
   int questions_answered = 0;
   bool shared = false;
   int reconnects = 0;  // successful reconnects during the turn
+  std::int64_t last_event_id = 0;  // the journal cursor when the turn ended
+  std::string journal_id;          // the journal it belongs to
   // From the call to the event; absent when it never happened.
   std::optional<std::chrono::milliseconds> time_to_accepted;
   std::optional<std::chrono::milliseconds> time_to_started;
@@ -195,6 +211,14 @@ class Driver {
   // The same, asynchronously: `handler` is called exactly once, on a Context worker (also for
   // argument errors, which are reported without I/O).
   void AsyncSubmitTurn(std::string prompt, TurnOptions options, TurnHandler handler);
+
+  // Follows a turn that an earlier process submitted (after a restart, from a persisted TurnRef):
+  // resumes at {ref.last_event_id, ref.journal_id} and reports the turn as SubmitTurn would, without
+  // sending the prompt again. With ref.turn_id empty the turn is looked up by ref.request_id in the
+  // replay; when the replay shows no such turn, the handler gets Errc::not_found. options.timeout
+  // bounds the attachment from this call; on_accepted is not called (the turn was accepted before).
+  void AsyncAttachTurn(TurnRef ref, TurnOptions options, TurnHandler handler);
+  Result<TurnResult> AttachTurn(TurnRef ref, TurnOptions options = {});
 
   // Follows the Session's events from options.since, reconnecting like a turn does, never delivering
   // an event twice. `callback` runs on a Context worker, in order.

@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -98,7 +100,9 @@ struct PendingTurn {
 
 struct HistoryState {
   std::string active_turn_id;
-  bool active_turn_started = false;
+  // When the active turn started (RFC 3339 text, as the runtime wrote it); empty when no turn is
+  // running. The real runtime sends a timestamp here, never a boolean.
+  std::string active_turn_started;
   bool turn_interrupting = false;
   bool waiting_for_input = false;
   std::optional<PendingTurn> pending_turn;
@@ -121,6 +125,7 @@ struct RuntimeStatus {
   std::string agent_type;
   std::string model;
   std::string working_dir;
+  std::string home_dir;
   std::string branch;
   std::optional<Usage> usage;
   Json extra = Json::object();
@@ -137,7 +142,7 @@ struct Event {
   std::string text;
   std::int64_t revision = 0;
   std::string status;
-  std::string session_command;
+  bool session_command = false;  // the prompt was a runtime command (`!` shell or `/goal`)
   std::string tool_id;
   std::string tool_name;
   std::string output;
@@ -150,7 +155,7 @@ struct Event {
   bool reset = false;
   bool history_limited = false;
   bool history_page = false;
-  Json history_cursor;  // opaque, echoed back in `history` requests; null when absent
+  std::string history_cursor;  // opaque, echoed back in `history` requests; empty when absent
   std::optional<HistoryState> history_state;
   std::optional<RuntimeStatus> runtime;
   Json goal;         // null when absent
@@ -187,7 +192,7 @@ struct ClientRequest {
   std::map<std::string, std::vector<std::string>> answers;
   bool cancel = false;
   // history
-  Json history_cursor;
+  std::string history_cursor;  // the opaque cursor of a history.start
 
   static ClientRequest Subscribe(std::int64_t since, std::string journal_id, bool history_bounds,
                                  std::int64_t history_items, std::int64_t history_bytes);
@@ -203,12 +208,38 @@ struct ClientRequest {
   bool operator==(const ClientRequest&) const = default;
 };
 
-// Decodes one line (without its newline). Never throws. Errors name the problem:
-// "not a JSON object", "\"id\" must be an integer", "invalid JSON at byte 17: ...".
-Result<Event> DecodeEvent(std::string_view line);
+// A field of an event whose JSON type is not the one the protocol gives it ("activeTurnStarted":
+// true where the runtime writes a timestamp). The event is kept; the field is left at its zero value.
+struct FieldMismatch {
+  std::string field;     // its path: "sessionCommand", "historyState.activeTurnStarted", "questions[0].id"
+  std::string expected;  // "a string", "an integer", ...
+  bool operator==(const FieldMismatch&) const = default;
+};
+
+// Decodes one line (without its newline). Never throws. Only a line that is not a JSON object fails
+// ("not a JSON object", "invalid JSON: ..."): a field of an unexpected type never drops the event.
+// Such a field is left empty, `line` keeps the bytes intact, and the field is listed in `mismatches`
+// (when given) so the caller can report it (see FieldMismatchMemo).
+Result<Event> DecodeEvent(std::string_view line, std::vector<FieldMismatch>* mismatches = nullptr);
+// Requests decode strictly, as the runtime's own decoder does: a field of the wrong type is an error
+// naming it ("\"text\" must be a string"); the runtime closes a connection that sends one.
 Result<ClientRequest> DecodeRequest(std::string_view line);
 
-// Encodes as one line without the trailing newline; empty/zero fields omitted.
+// Remembers which mismatched fields were reported, so a drifting runtime is logged once per field
+// and not once per event. Thread-safe.
+class FieldMismatchMemo {
+ public:
+  // The messages to log for the fields of `mismatches` not reported before (empty when all were).
+  std::vector<std::string> Note(std::string_view event_type, const std::vector<FieldMismatch>& mismatches);
+
+ private:
+  std::mutex mu_;
+  std::set<std::string> reported_;
+};
+
+// Encodes as one line without the trailing newline; empty/zero fields omitted. Events are written as
+// the runtime's Go encoder writes them: keys in its struct's field order, `<` `>` `&` U+2028 U+2029
+// escaped as \u003c \u003e \u0026 \u2028 \u2029, invalid UTF-8 replaced by \ufffd.
 std::string EncodeEvent(const Event& event);
 std::string EncodeRequest(const ClientRequest& request);
 Json EventToJson(const Event& event);

@@ -60,7 +60,7 @@ void SessionState::Apply(const Event& e) {
     turn.id = e.turn_id;
     turn.text = e.text;
     turn.revision = e.revision > 0 ? e.revision : 1;
-    turn.shell = e.session_command == "shell";
+    turn.shell = e.session_command && !TrimUnicodeSpace(e.text).empty() && TrimUnicodeSpace(e.text).front() == '!';
     next_turn_number = std::max(next_turn_number, TurnNumber(e.turn_id) + 1);
     queued.push_back(std::move(turn));
   } else if (t == event_type::kUserMessageUpdated) {
@@ -82,6 +82,7 @@ void SessionState::Apply(const Event& e) {
       turn.id = e.turn_id;
     }
     active = std::move(turn);
+    active_started = e.timestamp;
     interrupting = false;
     ++turns_started;
   } else if (t == event_type::kTurnInterrupting) {

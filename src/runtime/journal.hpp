@@ -38,6 +38,7 @@ struct SessionState {
   std::int64_t next_turn_number = 1;
   std::int64_t turns_started = 0;  // counts every turn.started ever journaled (echo's "#N")
   std::optional<TurnRecord> active;  // started, not completed
+  std::string active_started;        // the active turn's turn.started timestamp
   bool interrupting = false;
   std::deque<TurnRecord> queued;  // accepted, not started, in order
   std::vector<OpenInput> open_inputs;

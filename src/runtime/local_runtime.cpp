@@ -308,7 +308,7 @@ struct Core {
   struct Page {
     std::vector<Event> items;
     bool limited = false;
-    Json cursor;  // {"before": id} when older items remain
+    std::string cursor;  // "before:<id>" when older items remain
   };
 
   // A condensed page of the retained journal: prompts (with their final text), finished assistant
@@ -350,7 +350,7 @@ struct Core {
     }
     page.items.assign(kept.end() - static_cast<std::ptrdiff_t>(take), kept.end());
     page.limited = take < kept.size();
-    if (page.limited) page.cursor = Json{{"before", page.items.empty() ? before : page.items.front().id}};
+    if (page.limited) page.cursor = "before:" + std::to_string(page.items.empty() ? before : page.items.front().id);
     return page;
   }
 
@@ -359,7 +359,7 @@ struct Core {
     HistoryState hs;
     if (st.active) {
       hs.active_turn_id = st.active->id;
-      hs.active_turn_started = true;
+      hs.active_turn_started = st.active_started;
       hs.turn_interrupting = st.interrupting;
     }
     hs.waiting_for_input = !st.open_inputs.empty();
@@ -412,12 +412,13 @@ struct Core {
   }
 
   void History(Conn& c, const ClientRequest& r) {
-    const Json& cur = r.history_cursor;
-    if (!cur.is_object() || !cur.contains("before") || !cur["before"].is_number_integer()) {
-      Reject(c, r, "history needs the historyCursor of a history.start");
+    const std::string& cur = r.history_cursor;
+    std::int64_t before = 0;
+    if (cur.rfind("before:", 0) != 0 || (before = std::atoll(cur.c_str() + 7)) <= 0) {
+      Reject(c, r, "invalid Session history cursor");
       return;
     }
-    Page page = BuildPage(cur["before"].get<std::int64_t>(), c.history_items_, c.history_bytes_);
+    Page page = BuildPage(before, c.history_items_, c.history_bytes_);
     Event hs = MakeEvent(event_type::kHistoryStart);
     hs.request_id = r.request_id;
     hs.history_page = true;
@@ -489,7 +490,7 @@ struct Core {
     e.turn_id = "turn-" + std::to_string(st.next_turn_number);
     e.text = r.text;
     e.revision = 1;
-    if (shell) e.session_command = "shell";
+    e.session_command = shell;
     if (!r.attachment_ids.empty()) e.attachments = r.attachment_ids;
     AppendOrReject(c, r, std::move(e));
     MaybeStartNext();

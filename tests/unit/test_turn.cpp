@@ -384,7 +384,7 @@ TEST_CASE("turn: a reset of the same journal keeps following a turn that shows u
   Event end = Ev("history.end");
   HistoryState hs;
   hs.active_turn_id = "turn-1";
-  hs.active_turn_started = true;
+  hs.active_turn_started = "2026-12-01T07:16:37.003817528Z";
   end.history_state = hs;
   auto step = t.OnEvent(end);
   CHECK_FALSE(step.finished);
