@@ -39,7 +39,8 @@ struct Context::Impl {
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
   std::vector<std::thread> workers;
   std::mutex stop_mu;
-  bool stopped = false;
+  bool stopped = false;               // joined
+  std::atomic<bool> stopping{false};  // Stop() was called
 
   explicit Impl(ContextOptions o) : options(std::move(o)), io(options.threads < 1 ? 1 : options.threads) {}
 };
@@ -94,6 +95,7 @@ void Context::Log(LogLevel level, std::string_view message) const {
 void Context::Stop() {
   std::lock_guard<std::mutex> lock(impl_->stop_mu);
   if (impl_->stopped) return;
+  impl_->stopping.store(true);
   impl_->guard.reset();
   impl_->io.stop();
   if (InWorkerThread()) return;  // cannot join ourselves; the owner's Stop()/destructor will
@@ -102,5 +104,7 @@ void Context::Stop() {
   }
   impl_->stopped = true;
 }
+
+bool Context::Stopped() const noexcept { return impl_->stopping.load(); }
 
 }  // namespace sessionturn

@@ -51,10 +51,13 @@ class Context {
   bool ShouldLog(LogLevel level) const noexcept;
   void Log(LogLevel level, std::string_view message) const;
 
-  // Stops the workers after the handlers that are running finish, and joins them. Pending handlers
-  // are destroyed without running. Idempotent; called by the destructor. Must not be called from a
-  // worker thread (it would join itself): from there it only requests the stop.
+  // Stops the event loop: handlers running now finish, pending ones are destroyed without running
+  // (so operations in flight never report), and the workers are joined. Idempotent; called by the
+  // destructor. From a worker thread it only requests the stop (a worker cannot join itself); the
+  // owner's Stop() or destructor joins. Once it was called, Stopped() is true and new operations
+  // fail at once with Errc::unavailable, and blocking calls waiting on the Context return.
   void Stop();
+  bool Stopped() const noexcept;
 
  private:
   struct Impl;

@@ -101,16 +101,6 @@ struct ReconnectPolicy {
   std::chrono::milliseconds handshake_timeout{30000};
 };
 
-// Where a turn is in the runtime's journal: enough to follow it again from another process
-// (Driver::AsyncAttachTurn) after this one stopped. Persist it when on_accepted fires and advance
-// last_event_id as events arrive.
-struct TurnRef {
-  std::string request_id;     // the message's requestId
-  std::string turn_id;        // "turn-N"; empty until the runtime accepted the message
-  std::int64_t last_event_id = 0;  // the last journaled event seen
-  std::string journal_id;     // the journal last_event_id belongs to
-};
-
 struct TurnOptions {
   std::chrono::milliseconds timeout = kDefaultTurnTimeout;  // for the whole turn, from the call; > 0
   CancellationToken cancel;                                 // cancelling abandons the turn: Errc::cancelled

@@ -1,6 +1,7 @@
 // One turn's state machine (DESIGN.md §4), sans-I/O: feed it decoded events, it tells you which
 // requests to send, which events belong to the turn, which questions to surface and when the turn is
-// over. It never touches a socket, a thread or a clock; the driver (driver.hpp) binds it to a connection.
+// over. It also decides how an abandoned turn is wound down. It never touches a socket, a thread or a
+// clock; the driver (driver.hpp) binds it to a connection, timers and the caller's callbacks.
 #pragma once
 
 #include <cstddef>
@@ -45,6 +46,16 @@ enum class TurnPhase {
 };
 std::string_view ToString(TurnPhase phase) noexcept;
 
+// Where a turn is in the runtime's journal: enough to follow it again from another process
+// (TurnTrackerOptions::attach, Driver::AsyncAttachTurn) after this one stopped.
+struct TurnRef {
+  std::string request_id;          // the message's requestId
+  std::string turn_id;             // "turn-N"; empty until the runtime accepted the message
+  std::int64_t last_event_id = 0;  // the last journaled event seen
+  std::string journal_id;          // the journal last_event_id belongs to
+  std::int64_t revision = 0;       // the queued turn's last seen revision (to withdraw it); 0: unknown
+};
+
 // The outcome of a finished turn (the driver adds reconnects and timings to make a TurnResult).
 struct TurnOutcome {
   std::string turn_id;
@@ -61,15 +72,34 @@ struct TurnStep {
   std::vector<ClientRequest> requests;  // send these, in order
   bool deliver = false;                 // the event belongs to our turn and is new: hand it to the caller
   std::optional<Event> question;        // policy ask: an `input.requested` of ours to surface (questions inside)
+  std::vector<std::string> resolved;    // input ids the runtime resolved (elsewhere, or cancelled): close their prompts
   bool accepted = false;                // the turn was accepted by this event (record the time)
   bool started = false;                 // the turn started with this event
   bool finished = false;                // the turn is over: read Outcome()
+};
+
+// How an abandoned turn (deadline, cancel, caller gone) is wound down (DESIGN.md §4.5).
+enum class AbandonAction {
+  finish,      // nothing of ours can be running: report now
+  withdraw,    // write `requests`, then wait (within the grace) until a later OnEvent() says finished
+  await_echo,  // the message was written and may still become a turn: wait (within the grace) for its
+               // echo or rejection; OnEvent() then asks for the withdrawal or says finished
+  reconnect,   // a turn of ours runs and we are disconnected: reconnect at once; after the replay
+               // OnEvent(history.end) asks for the withdrawal of what is still ours
+};
+struct AbandonPlan {
+  AbandonAction action = AbandonAction::finish;
+  std::vector<ClientRequest> requests;
 };
 
 struct TurnTrackerOptions {
   QuestionPolicy questions = QuestionPolicy::decline;
   // The message's requestId; empty means a fresh random one (NewRequestId()). Tests pin it.
   std::string request_id;
+  // Follow a turn submitted earlier (by another process) instead of submitting: the prompt is never
+  // sent; the tracker resumes at {last_event_id, journal_id} and finds the turn by turn_id, or by
+  // request_id when turn_id is empty. request_id above is ignored.
+  std::optional<TurnRef> attach;
 };
 
 class TurnTracker {
@@ -82,44 +112,77 @@ class TurnTracker {
   // page would drop the ids we follow). Call it once per connection.
   ClientRequest OnConnected();
 
-  // The stream dropped. Events not yet seen will come from the replay after the next OnConnected().
+  // The stream dropped. Events not yet seen will come from the replay after the next OnConnected(),
+  // and decisions on questions not yet confirmed are written again after it.
   void OnDisconnected();
 
   // Feeds one decoded event. Events already seen (id <= the cursor) are dropped, so a replay never
   // delivers an event twice. Ignores everything after the turn is done.
   TurnStep OnEvent(const Event& event);
 
-  // Policy ask: answer or decline a surfaced question (exactly once per input id). Returns the
-  // `input` request to send; invalid_argument when `input_id` is not an open question of our turn.
+  // Policy ask: answer or decline a surfaced question (once per input id). Returns the `input`
+  // request; send it when connected (while disconnected the tracker writes it after the next replay,
+  // as it does for every decision the runtime has not resolved yet). invalid_argument when `input_id`
+  // is not an open question of our turn (never asked, already decided, or resolved by the runtime).
   Result<ClientRequest> Answer(const std::string& input_id, std::map<std::string, std::vector<std::string>> answers);
   Result<ClientRequest> Decline(const std::string& input_id);
+  // True while `input_id` is a surfaced question of ours awaiting the caller's decision.
+  bool QuestionOpen(const std::string& input_id) const;
 
-  // The withdrawal for an abandoned turn (DESIGN.md §4.5): interrupt if started and not shared;
-  // message.remove with the last seen revision if queued and not shared; nothing if shared, never
-  // accepted, or already done. The tracker does not change state: the caller ends the turn.
-  std::vector<ClientRequest> Abandon() const;
+  // Starts winding the turn down (DESIGN.md §4.5): interrupt if started and not shared;
+  // message.remove with the last seen revision if queued and not shared; nothing if shared or done.
+  // `connected`: a stream is up now. `echo_expected`: the message was written recently enough that its
+  // echo may still come (the driver decides by its clock and the grace). After a plan other than
+  // finish, OnEvent() reports finished once the withdrawal is confirmed or the turn ended anyway;
+  // Outcome() is then `reason`. Calling it again, or after the end, returns finish.
+  AbandonPlan Abandon(Error reason, bool connected, bool echo_expected);
+  bool Abandoning() const noexcept { return abandon_reason_.has_value(); }
+  // The reason given to Abandon() (valid while Abandoning()).
+  const Error& abandon_reason() const { return *abandon_reason_; }
+  bool attached() const noexcept { return attached_; }
 
   TurnPhase phase() const noexcept { return phase_; }
   bool Done() const noexcept { return phase_ == TurnPhase::done; }
-  bool Accepted() const noexcept { return phase_ == TurnPhase::queued || phase_ == TurnPhase::running || (phase_ == TurnPhase::done && !turn_id_.empty()); }
+  bool Accepted() const noexcept { return !turn_id_.empty(); }
 
   // Valid once Done(): the outcome, or the error that ended it (Errc::rejected with the runtime's
-  // reason, Errc::too_large for a reply above kMaxReplyBytes).
+  // reason, Errc::too_large for a reply above kMaxReplyBytes, Errc::not_found for an attached turn
+  // the journal does not show, or the Abandon() reason).
   Result<TurnOutcome> Outcome() const;
 
   const std::string& request_id() const noexcept { return request_id_; }
   const std::string& turn_id() const noexcept { return turn_id_; }
   std::int64_t last_event_id() const noexcept { return last_event_id_; }
   const std::string& journal_id() const noexcept { return journal_id_; }
+  TurnRef Ref() const { return TurnRef{request_id_, turn_id_, last_event_id_, journal_id_, revision_}; }
   std::int64_t revision() const noexcept { return revision_; }
   bool shared() const noexcept { return shared_; }
   bool started() const noexcept { return started_; }
   // Input ids surfaced to the caller and not yet answered, declined or resolved.
-  const std::set<std::string>& open_questions() const noexcept { return open_inputs_; }
+  std::set<std::string> open_questions() const;
 
  private:
+  // Why the last history.start said our cursor no longer holds.
+  enum class ResetKind { none, outside_window, new_journal };
+
+  // One input.requested of our turn, until the runtime resolves it.
+  struct Input {
+    bool surfaced = false;                 // handed to the caller (policy ask)
+    std::optional<ClientRequest> decision;  // our answer or decline, once taken
+    int sent_on = 0;                       // the connection it was written on (0: not yet)
+  };
+
+  void HandleHistoryStart(const Event& event);
   void HandleHistoryEnd(const Event& event, TurnStep& step);
-  void HandleOurEvent(const Event& event, TurnStep& step);
+  void HandleOurEvent(const Event& event, bool replayed, TurnStep& step);
+  void HandleInputRequested(const Event& event, bool replayed, TurnStep& step);
+  void HandleSubmittedEvent(const Event& event, bool replayed, TurnStep& step);
+  void ResolveInput(const std::string& input_id, TurnStep& step);
+  void ResendDecisions(TurnStep& step);
+  void AfterAbandonedEvent(const Event& event, TurnStep& step);
+  Result<ClientRequest> Decide(const std::string& input_id, ClientRequest request);
+  std::vector<ClientRequest> Withdrawal() const;
+  void Withdraw(std::vector<ClientRequest> requests, TurnStep& step);
   // False when the text would pass kMaxReplyBytes.
   bool AppendReply(std::string& into, std::string_view text, bool as_message);
   void FailTooLarge(TurnStep& step);
@@ -130,16 +193,21 @@ class TurnTracker {
   TurnTrackerOptions options_;
   std::string request_id_;
   TurnPhase phase_ = TurnPhase::subscribing;
+  bool attached_ = false;  // following a turn submitted by someone else: never send the prompt
 
   // Resumption.
   std::int64_t last_event_id_ = 0;
   std::string journal_id_;
   int connections_ = 0;
-  bool resuming_ = false;       // this connection's subscribe carried a cursor
-  bool reset_pending_ = false;  // history.start said reset: decide at history.end
+  bool connected_ = false;
+  bool resuming_ = false;    // this connection's subscribe carried a cursor
+  ResetKind reset_ = ResetKind::none;  // history.start reported a reset: decide at history.end
   std::string reset_reason_;
-  bool message_sent_ = false;
-  bool saw_recovered_ = false;  // runtime.recovered seen since acceptance
+  // After a reset of the same journal the cursor is rewound so the replay can show our turn; events at
+  // or below this id were already handled once: they update the turn's state but are not delivered
+  // or added to the reply again.
+  std::int64_t replay_floor_ = 0;
+  bool saw_recovered_ = false;        // runtime.recovered seen since acceptance
   bool turn_seen_in_replay_ = false;  // an event of our turn arrived since the last history.start
 
   // The turn.
@@ -151,11 +219,18 @@ class TurnTracker {
   std::string deltas_;    // accumulated assistant.delta texts (fallback)
   bool have_message_ = false;
   std::string error_text_;
-  std::set<std::string> open_inputs_;
+  std::map<std::string, Input> inputs_;  // unresolved input requests of our turn, by input id
   int declined_ = 0;
   int answered_ = 0;
   TurnStatus status_ = TurnStatus::interrupted;
   std::optional<Error> failure_;
+
+  // Abandoning.
+  std::optional<Error> abandon_reason_;
+  bool awaiting_replay_ = false;  // AbandonAction::reconnect: withdraw after the next history.end
+  bool awaiting_echo_ = false;    // AbandonAction::await_echo
+  std::set<std::string> withdrawal_ids_;
+  bool withdrew_queued_ = false;  // a message.remove is among the withdrawal requests
 };
 
 }  // namespace sessionturn

@@ -53,7 +53,7 @@ Event Completed(std::int64_t id, std::string status, std::string turn = "turn-1"
 
 // A tracker subscribed and submitted: the journal had `last` events before us.
 TurnTracker Submitted(std::int64_t last = 0, QuestionPolicy policy = QuestionPolicy::decline) {
-  TurnTracker t("hello", TurnTrackerOptions{policy, kRid});
+  TurnTracker t("hello", TurnTrackerOptions{policy, kRid, std::nullopt});
   t.OnConnected();
   t.OnEvent(HistoryStart(last));
   auto step = t.OnEvent(Ev("history.end"));
@@ -72,7 +72,7 @@ TurnOutcome OutcomeOf(const TurnTracker& t) {
 }  // namespace
 
 TEST_CASE("turn: subscribes with bounded history, then sends the message after history.end", "[turn]") {
-  TurnTracker t("hello world", TurnTrackerOptions{QuestionPolicy::decline, kRid});
+  TurnTracker t("hello world", TurnTrackerOptions{QuestionPolicy::decline, kRid, std::nullopt});
   ClientRequest sub = t.OnConnected();
   CHECK(sub.type == "subscribe");
   CHECK(sub.history_bounds);
@@ -272,44 +272,300 @@ TEST_CASE("turn: policy ask surfaces questions, answers once, counts answers", "
   CHECK(out.questions_declined == 1);
 }
 
-TEST_CASE("turn: abandon interrupts a started, unshared turn", "[turn]") {
+namespace {
+Error Reason() { return Error(Errc::timeout, "the turn did not complete within 8s"); }
+Event Question(std::int64_t id, std::string input_id, std::string turn = "turn-1") {
+  Event q = TurnEv("input.requested", id, std::move(turn));
+  q.input_id = std::move(input_id);
+  q.status = "pending";
+  q.questions.push_back(InputQuestion{"question-1", "", "Proceed?", {}, false, false});
+  return q;
+}
+// The runtime's answer to an `input`: no turnId (PROTOCOL.md §4 Questions).
+Event Resolved(std::int64_t id, std::string input_id, std::string status, std::string rid = "") {
+  Event e = Ev("input.resolved", id);
+  e.input_id = std::move(input_id);
+  e.status = std::move(status);
+  e.request_id = std::move(rid);
+  return e;
+}
+}  // namespace
+
+TEST_CASE("turn: abandon interrupts a started, unshared turn and ends on the runtime's word", "[turn][abandon]") {
   auto t = Submitted();
   t.OnEvent(Echo(1));
   t.OnEvent(TurnEv("turn.started", 2));
-  auto req = t.Abandon();
-  REQUIRE(req.size() == 1);
-  CHECK(req[0].type == "interrupt");
+  auto plan = t.Abandon(Reason(), true, false);
+  CHECK(plan.action == AbandonAction::withdraw);
+  REQUIRE(plan.requests.size() == 1);
+  CHECK(plan.requests[0].type == "interrupt");
+  CHECK(t.Abandoning());
+  CHECK_FALSE(t.Done());
+  // Events still flow to the caller while the interrupt lands.
+  CHECK(t.OnEvent(Text("assistant.delta", 3, "x")).deliver);
+  Event interrupting = TurnEv("turn.interrupting", 4);
+  interrupting.request_id = plan.requests[0].request_id;
+  CHECK(t.OnEvent(interrupting).finished);
+  auto out = t.Outcome();
+  REQUIRE_FALSE(out);
+  CHECK(out.error().code == Errc::timeout);
+  // A second abandon is a no-op.
+  CHECK(t.Abandon(Reason(), true, false).action == AbandonAction::finish);
 }
 
-TEST_CASE("turn: abandon removes a queued turn with the last seen revision", "[turn]") {
+TEST_CASE("turn: abandon removes a queued turn with the last seen revision", "[turn][abandon]") {
   auto t = Submitted();
   t.OnEvent(Echo(1));
   Event edit = Updated(2, kRid, 3);  // our own edit bumps the revision without sharing
   t.OnEvent(edit);
   CHECK_FALSE(t.shared());
-  auto req = t.Abandon();
-  REQUIRE(req.size() == 1);
-  CHECK(req[0].type == "message.remove");
-  CHECK(req[0].turn_id == "turn-1");
-  CHECK(req[0].expected_revision == 3);
+  auto plan = t.Abandon(Reason(), true, false);
+  REQUIRE(plan.requests.size() == 1);
+  CHECK(plan.requests[0].type == "message.remove");
+  CHECK(plan.requests[0].turn_id == "turn-1");
+  CHECK(plan.requests[0].expected_revision == 3);
+  Event removed = TurnEv("user.message.removed", 3);
+  removed.request_id = plan.requests[0].request_id;
+  removed.status = "removed";
+  CHECK(t.OnEvent(removed).finished);
+  CHECK(t.Outcome().error().code == Errc::timeout);
 }
 
-TEST_CASE("turn: abandon sends nothing when shared, never accepted or done", "[turn]") {
+TEST_CASE("turn: a remove that races the start is replaced by an interrupt", "[turn][abandon]") {
+  auto t = Submitted();
+  t.OnEvent(Echo(1));
+  auto plan = t.Abandon(Reason(), true, false);
+  REQUIRE(plan.requests.at(0).type == "message.remove");
+  auto started = t.OnEvent(TurnEv("turn.started", 2));
+  REQUIRE(started.requests.size() == 1);
+  CHECK(started.requests[0].type == "interrupt");
+  // The remove's rejection ("no longer pending") is superseded: it does not end the turn.
+  Event rejected = Ev("error");
+  rejected.request_id = plan.requests[0].request_id;
+  rejected.turn_id = "turn-1";
+  rejected.status = "rejected";
+  rejected.text = "Session turn \"turn-1\" is no longer pending";
+  CHECK_FALSE(t.OnEvent(rejected).finished);
+  CHECK(t.OnEvent(Completed(3, "interrupted")).finished);
+}
+
+TEST_CASE("turn: abandon plans: nothing, await the echo, or reconnect to withdraw", "[turn][abandon]") {
   auto shared = Submitted();
   shared.OnEvent(Echo(1));
   shared.OnEvent(Updated(2, "another", 2));
-  CHECK(shared.Abandon().empty());
-  shared.OnEvent(TurnEv("turn.started", 3));
-  CHECK(shared.Abandon().empty());
+  CHECK(shared.Abandon(Reason(), true, false).action == AbandonAction::finish);
+  CHECK(shared.Done());
+  CHECK(shared.Outcome().error().code == Errc::timeout);
 
-  auto unaccepted = Submitted();
-  CHECK(unaccepted.Abandon().empty());
+  // Never sent: nothing to withdraw.
+  TurnTracker fresh("hello", TurnTrackerOptions{QuestionPolicy::decline, kRid, std::nullopt});
+  fresh.OnConnected();
+  CHECK(fresh.Abandon(Reason(), true, true).action == AbandonAction::finish);
+
+  // Sent long ago and never echoed: not accepted, the timeout is the bound.
+  auto stale = Submitted();
+  CHECK(stale.Abandon(Reason(), true, /*echo_expected=*/false).action == AbandonAction::finish);
+
+  // Sent just now: the echo may come; once it does, the turn is withdrawn.
+  auto recent = Submitted();
+  CHECK(recent.Abandon(Reason(), true, true).action == AbandonAction::await_echo);
+  auto echo = recent.OnEvent(Echo(1));
+  REQUIRE(echo.requests.size() == 1);
+  CHECK(echo.requests[0].type == "message.remove");
+  // ... or it is rejected, which ends it with the abandon reason.
+  auto rejected = Submitted();
+  CHECK(rejected.Abandon(Reason(), true, true).action == AbandonAction::await_echo);
+  Event err = Ev("error");
+  err.request_id = kRid;
+  err.status = "rejected";
+  err.text = "message must not be empty";
+  CHECK(rejected.OnEvent(err).finished);
+  CHECK(rejected.Outcome().error().code == Errc::timeout);
+
+  // Disconnected with a running turn: reconnect, withdraw after the replay.
+  auto away = Submitted(4);
+  away.OnEvent(Echo(5));
+  away.OnEvent(TurnEv("turn.started", 6));
+  away.OnDisconnected();
+  CHECK(away.Abandon(Reason(), false, false).action == AbandonAction::reconnect);
+  away.OnConnected();
+  away.OnEvent(HistoryStart(7));
+  CHECK(away.OnEvent(Text("assistant.delta", 7, "meanwhile")).requests.empty());
+  auto end = away.OnEvent(Ev("history.end"));
+  REQUIRE(end.requests.size() == 1);
+  CHECK(end.requests[0].type == "interrupt");
+
+  // ... unless it ended meanwhile.
+  auto ended = Submitted(4);
+  ended.OnEvent(Echo(5));
+  ended.OnDisconnected();
+  CHECK(ended.Abandon(Reason(), false, false).action == AbandonAction::reconnect);
+  ended.OnConnected();
+  ended.OnEvent(HistoryStart(7));
+  CHECK(ended.OnEvent(Completed(6, "completed")).finished);
+  CHECK(ended.Outcome().error().code == Errc::timeout);
 
   auto done = Submitted();
   done.OnEvent(Echo(1));
-  done.OnEvent(TurnEv("turn.started", 2));
-  done.OnEvent(Completed(3, "completed"));
-  CHECK(done.Abandon().empty());
+  done.OnEvent(Completed(2, "completed"));
+  CHECK(done.Abandon(Reason(), true, false).action == AbandonAction::finish);
+  CHECK(done.Outcome().has_value());  // the turn finished before: its outcome stands
+}
+
+TEST_CASE("turn: a decline lost to a dropped stream is written again after the replay", "[turn][questions]") {
+  auto t = Submitted(0);
+  t.OnEvent(Echo(1));
+  t.OnEvent(TurnEv("turn.started", 2));
+  auto asked = t.OnEvent(Question(3, "claude-1"));
+  REQUIRE(asked.requests.size() == 1);
+  const ClientRequest decline = asked.requests[0];
+  CHECK(decline.cancel);
+  t.OnDisconnected();  // the decline may never have reached the runtime
+  t.OnConnected();
+  t.OnEvent(HistoryStart(3));
+  auto end = t.OnEvent(Ev("history.end"));
+  REQUIRE(end.requests.size() == 1);
+  CHECK(end.requests[0] == decline);  // same request, same requestId: a duplicate is rejected harmlessly
+  // Resolved: nothing more to write after the next drop.
+  CHECK(t.OnEvent(Resolved(4, "claude-1", "cancelled", decline.request_id)).deliver);
+  t.OnDisconnected();
+  t.OnConnected();
+  t.OnEvent(HistoryStart(4));
+  CHECK(t.OnEvent(Ev("history.end")).requests.empty());
+  t.OnEvent(Completed(5, "completed"));
+  CHECK(OutcomeOf(t).questions_declined == 1);
+}
+
+TEST_CASE("turn: a resolution replayed after the drop is not answered again", "[turn][questions]") {
+  auto t = Submitted(0);
+  t.OnEvent(Echo(1));
+  t.OnEvent(TurnEv("turn.started", 2));
+  auto decline = t.OnEvent(Question(3, "claude-1")).requests.at(0);
+  t.OnDisconnected();
+  t.OnConnected();
+  t.OnEvent(HistoryStart(4));
+  t.OnEvent(Resolved(4, "claude-1", "cancelled", decline.request_id));
+  CHECK(t.OnEvent(Ev("history.end")).requests.empty());
+}
+
+TEST_CASE("turn: an answer given while disconnected goes out after the replay, once", "[turn][questions]") {
+  auto t = Submitted(0, QuestionPolicy::ask);
+  t.OnEvent(Echo(1));
+  t.OnEvent(TurnEv("turn.started", 2));
+  REQUIRE(t.OnEvent(Question(3, "claude-1")).question);
+  t.OnDisconnected();
+  auto answer = t.Answer("claude-1", {{"question-1", {"yes"}}});
+  REQUIRE(answer);
+  t.OnConnected();
+  t.OnEvent(HistoryStart(3));
+  auto end = t.OnEvent(Ev("history.end"));
+  REQUIRE(end.requests.size() == 1);
+  CHECK(end.requests[0] == *answer);
+  // Answered while connected: written by the caller now, not again at the next history.end on this
+  // connection, but again after a drop.
+  REQUIRE(t.OnEvent(Question(4, "claude-2")).question);
+  REQUIRE(t.Decline("claude-2"));
+  t.OnDisconnected();
+  t.OnConnected();
+  t.OnEvent(HistoryStart(4));
+  auto again = t.OnEvent(Ev("history.end"));
+  CHECK(again.requests.size() == 2);
+}
+
+TEST_CASE("turn: input.resolved without turnId closes a surfaced question", "[turn][questions]") {
+  auto t = Submitted(0, QuestionPolicy::ask);
+  t.OnEvent(Echo(1));
+  t.OnEvent(TurnEv("turn.started", 2));
+  REQUIRE(t.OnEvent(Question(3, "claude-1")).question);
+  CHECK(t.QuestionOpen("claude-1"));
+  // Answered by another client: the runtime's input.resolved carries requestId and inputId only.
+  auto step = t.OnEvent(Resolved(4, "claude-1", "answered", "someone-else"));
+  CHECK(step.deliver);
+  REQUIRE(step.resolved.size() == 1);
+  CHECK(step.resolved[0] == "claude-1");
+  CHECK_FALSE(t.QuestionOpen("claude-1"));
+  CHECK(t.open_questions().empty());
+  auto late = t.Answer("claude-1", {{"question-1", {"no"}}});
+  REQUIRE_FALSE(late);
+  CHECK(late.error().code == Errc::invalid_argument);
+  // Someone else's input is not ours.
+  CHECK_FALSE(t.OnEvent(Resolved(5, "other-input", "answered")).deliver);
+  // request.accepted for a partial answer of ours is delivered, changes nothing.
+  REQUIRE(t.OnEvent(Question(6, "claude-2")).question);
+  Event accepted = Ev("request.accepted", 7);
+  accepted.input_id = "claude-2";
+  accepted.status = "accepted";
+  CHECK(t.OnEvent(accepted).deliver);
+  CHECK(t.QuestionOpen("claude-2"));
+}
+
+TEST_CASE("turn: a reset of the same journal rewinds the cursor without delivering twice", "[turn]") {
+  auto t = Submitted(0);
+  t.OnEvent(Echo(1));
+  t.OnEvent(TurnEv("turn.started", 2));
+  CHECK(t.OnEvent(Text("assistant.message", 3, "first")).deliver);
+  t.OnDisconnected();
+  t.OnConnected();
+  // The runtime lost its unsynced tail (cursor 3 > its last id 2) and replays from its start.
+  Event start = HistoryStart(2, "j1", true);
+  t.OnEvent(start);
+  CHECK(t.last_event_id() == 0);
+  CHECK_FALSE(t.OnEvent(Echo(1)).deliver);
+  CHECK_FALSE(t.OnEvent(TurnEv("turn.started", 2)).deliver);
+  CHECK_FALSE(t.OnEvent(Ev("history.end")).finished);  // found in the replay
+  CHECK(t.OnEvent(Ev("runtime.recovered", 3)).requests.empty());
+  auto done = t.OnEvent(Completed(4, "interrupted"));
+  CHECK(done.deliver);
+  CHECK(done.finished);
+  auto out = OutcomeOf(t);
+  CHECK(out.status == TurnStatus::interrupted);
+  CHECK(out.text == "first");  // not doubled
+}
+
+TEST_CASE("turn: attach follows a turn by its id from a cursor, without sending the prompt", "[turn][attach]") {
+  TurnTracker t("", TurnTrackerOptions{QuestionPolicy::decline, {}, TurnRef{"req-1", "turn-3", 10, "j1", 2}});
+  CHECK(t.attached());
+  CHECK(t.Accepted());
+  auto sub = t.OnConnected();
+  CHECK(sub.since == 10);
+  CHECK(sub.journal_id == "j1");
+  CHECK(sub.history_items == 0);
+  t.OnEvent(HistoryStart(12));
+  CHECK(t.OnEvent(TurnEv("turn.started", 11, "turn-3")).started);
+  CHECK(t.OnEvent(Text("assistant.message", 12, "done", "turn-3")).deliver);
+  CHECK(t.OnEvent(Ev("history.end")).requests.empty());  // no prompt
+  CHECK(t.OnEvent(Completed(13, "completed", "turn-3")).finished);
+  auto out = OutcomeOf(t);
+  CHECK(out.text == "done");
+  CHECK(t.request_id() == "req-1");
+  // A queued attached turn is withdrawn with the revision it was handed.
+  TurnTracker q("", TurnTrackerOptions{QuestionPolicy::decline, {}, TurnRef{"req-2", "turn-4", 10, "j1", 2}});
+  q.OnConnected();
+  auto plan = q.Abandon(Reason(), true, false);
+  REQUIRE(plan.requests.size() == 1);
+  CHECK(plan.requests[0].type == "message.remove");
+  CHECK(plan.requests[0].expected_revision == 2);
+}
+
+TEST_CASE("turn: attach by request id finds the echo in the replay, or reports not_found", "[turn][attach]") {
+  TurnTracker t("", TurnTrackerOptions{QuestionPolicy::decline, {}, TurnRef{"req-1", "", 0, "", 0}});
+  auto sub = t.OnConnected();
+  CHECK(sub.since == 0);
+  CHECK(sub.history_items == 0);  // the raw replay: echoes carry request ids
+  t.OnEvent(HistoryStart(3));
+  CHECK(t.OnEvent(Echo(2, "req-1", "turn-2")).accepted);
+  CHECK(t.turn_id() == "turn-2");
+  CHECK(t.OnEvent(Ev("history.end")).requests.empty());
+
+  TurnTracker missing("", TurnTrackerOptions{QuestionPolicy::decline, {}, TurnRef{"req-9", "", 5, "j1", 0}});
+  missing.OnConnected();
+  missing.OnEvent(HistoryStart(7));
+  missing.OnEvent(Echo(6, "someone", "turn-4"));
+  CHECK(missing.OnEvent(Ev("history.end")).finished);
+  auto out = missing.Outcome();
+  REQUIRE_FALSE(out);
+  CHECK(out.error().code == Errc::not_found);
+  CHECK_THAT(out.error().message, Catch::Contains("req-9"));
 }
 
 TEST_CASE("turn: keeps the cursor and journal id and resumes with them", "[turn]") {

@@ -1,0 +1,80 @@
+// Internals shared by the driver's operations (turn, watch, one-shot): the Driver's shared state,
+// the line decoding every stream uses, and small helpers. Not a public header.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include <asio.hpp>
+
+#include "sessionturn/driver.hpp"
+
+namespace sessionturn::driver_detail {
+
+using Strand = asio::strand<asio::io_context::executor_type>;
+
+class TurnOp;
+class WatchOp;
+
+// Margin on top of an operation's own deadline for a blocking wait: the operation always reports by
+// its deadline (its timer fires on the Context), so this only matters when something is badly wrong.
+inline constexpr std::chrono::milliseconds kBlockingWaitMargin = std::chrono::seconds(30);
+// A blocking wait checks this often whether the Context was stopped under it (then nothing reports).
+inline constexpr std::chrono::milliseconds kStoppedPoll = std::chrono::milliseconds(100);
+// On top of the abandon grace in ~Driver: time for the close to run once the grace has fired.
+inline constexpr std::chrono::milliseconds kDestructorWaitMargin = std::chrono::seconds(1);
+
+// What every operation of one Driver shares.
+struct DriverState {
+  Context& context;
+  std::shared_ptr<Connector> connector;
+  FieldMismatchMemo mismatches;  // a drifting runtime's mistyped fields, logged once per field
+  mutable std::mutex mu;
+  std::condition_variable idle;  // signalled when an operation ends (the destructor waits on it)
+  std::unordered_map<const void*, std::weak_ptr<TurnOp>> turns;
+  std::unordered_map<const void*, std::weak_ptr<WatchOp>> watches;
+  std::size_t one_shots = 0;
+
+  DriverState(Context& c, std::shared_ptr<Connector> conn) : context(c), connector(std::move(conn)) {}
+  bool Idle() const { return turns.empty() && watches.empty() && one_shots == 0; }
+  void Log(LogLevel level, const std::string& message) const {
+    if (context.ShouldLog(level)) context.Log(level, message);
+  }
+};
+
+// "5s" or "250ms".
+std::string Seconds(std::chrono::milliseconds ms);
+
+// Decodes one line from a runtime stream. Lines that are not JSON objects are skipped (PROTOCOL.md
+// §2: the exec path can interleave other text) with a trace in the log; a mistyped field keeps the
+// event and is logged once per field. Returns nothing for a skipped line.
+std::optional<Event> DecodeStreamLine(DriverState& state, std::string_view line, std::string_view who);
+
+// Runs a caller's callback. An exception from it must not unwind through our handlers (it would
+// leave the operation without a pending read, stuck until its deadline): log it and carry on.
+template <typename Fn>
+void CallUser(const Context& context, const char* what, Fn&& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    context.Log(LogLevel::error, std::string(what) + " threw an exception (ignored): " + e.what());
+  } catch (...) {
+    context.Log(LogLevel::error, std::string(what) + " threw a non-standard exception (ignored)");
+  }
+}
+
+// The error for an operation started on a Context that was stopped: nothing would ever run it.
+Error StoppedContextError(std::string_view what);
+
+}  // namespace sessionturn::driver_detail
+
+namespace sessionturn {
+struct Driver::Impl : driver_detail::DriverState {
+  using DriverState::DriverState;
+};
+}  // namespace sessionturn

@@ -1,0 +1,99 @@
+#include "driver/one_shot_op.hpp"
+
+namespace sessionturn::driver_detail {
+
+OneShotOp::OneShotOp(std::shared_ptr<DriverState> driver, ClientRequest request, std::chrono::milliseconds timeout,
+                     Driver::StatusHandler handler)
+    : driver_(std::move(driver)),
+      strand_(asio::make_strand(driver_->context.io())),
+      request_(std::move(request)),
+      timeout_(timeout),
+      handler_(std::move(handler)),
+      timer_(strand_) {}
+
+void OneShotOp::Start() {
+  {
+    std::lock_guard lock(driver_->mu);
+    ++driver_->one_shots;
+  }
+  asio::post(strand_, [self = shared_from_this()] {
+    self->timer_.expires_after(self->timeout_);
+    self->timer_.async_wait([self](const asio::error_code& ec) {
+      if (ec) return;
+      self->End(Fail(Errc::timeout, "the runtime did not answer the " + self->request_.type + " request within " +
+                                        Seconds(self->timeout_)));
+    });
+    self->driver_->connector->AsyncConnect([self](Result<std::shared_ptr<Connection>> result) {
+      asio::post(self->strand_, [self, result = std::move(result)]() mutable { self->OnConnect(std::move(result)); });
+    });
+  });
+}
+
+void OneShotOp::OnConnect(Result<std::shared_ptr<Connection>> result) {
+  if (done_) {
+    if (result) (*result)->Close();
+    return;
+  }
+  if (!result) {
+    End(Fail(Errc::connection_failed, "could not reach the runtime at " + driver_->connector->Describe() + ": " +
+                                          result.error().message));
+    return;
+  }
+  conn_ = std::move(*result);
+  conn_->AsyncWrite(EncodeRequest(ClientRequest::Subscribe(0, "", true, kTurnHistoryItems, kTurnHistoryBytes)), {});
+  conn_->AsyncWrite(EncodeRequest(request_), {});
+  Read();
+}
+
+void OneShotOp::Read() {
+  conn_->AsyncReadLine([self = shared_from_this()](Result<std::string> line) {
+    asio::post(self->strand_, [self, line = std::move(line)]() mutable { self->OnLine(std::move(line)); });
+  });
+}
+
+void OneShotOp::OnLine(Result<std::string> line) {
+  if (done_) return;
+  if (!line) {
+    End(Fail(Errc::connection_lost, "the stream from " + conn_->Describe() + " ended before the runtime answered the " +
+                                        request_.type + " request: " + line.error().message));
+    return;
+  }
+  if (auto event = DecodeStreamLine(*driver_, *line, request_.type)) {
+    // The runtime's word on our request carries its requestId: a rejection, or the event it caused
+    // (turn.interrupting for an interrupt; request.accepted or input.resolved for an input).
+    if (event->request_id == request_.request_id) {
+      if (event->Is(event_type::kError)) {
+        End(Fail(Errc::rejected, "the runtime rejected the " + request_.type + " request: " + event->text));
+        return;
+      }
+      if (event->Is(event_type::kTurnInterrupting) || event->Is(event_type::kRequestAccepted) ||
+          event->Is(event_type::kInputResolved) || event->Is(event_type::kTurnCompleted)) {
+        End(Status{});
+        return;
+      }
+    }
+    // Resolved by someone else at the same moment: the question is settled either way.
+    if (!request_.input_id.empty() && event->Is(event_type::kInputResolved) && event->input_id == request_.input_id) {
+      End(Status{});
+      return;
+    }
+  }
+  Read();
+}
+
+void OneShotOp::End(Status status) {
+  if (done_) return;
+  done_ = true;
+  timer_.cancel();
+  if (conn_) conn_->Close();
+  conn_.reset();
+  auto handler = std::move(handler_);
+  if (handler) CallUser(driver_->context, "the request's completion handler", [&] { handler(std::move(status)); });
+  {
+    std::lock_guard lock(driver_->mu);
+    --driver_->one_shots;
+  }
+  driver_->idle.notify_all();
+}
+
+}  // namespace sessionturn::driver_detail

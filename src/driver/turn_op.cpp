@@ -1,0 +1,312 @@
+#include "driver/turn_op.hpp"
+
+#include <utility>
+
+namespace sessionturn::driver_detail {
+
+TurnOp::TurnOp(std::shared_ptr<DriverState> driver, std::string prompt, TurnTrackerOptions tracker,
+               TurnOptions options, TurnHandler handler)
+    : driver_(std::move(driver)),
+      strand_(asio::make_strand(driver_->context.io())),
+      tracker_(std::move(prompt), std::move(tracker)),
+      options_(std::move(options)),
+      handler_(std::move(handler)),
+      attached_(tracker_.attached()),
+      deadline_(strand_),
+      grace_(strand_) {}
+
+void TurnOp::Start() {
+  started_at_ = std::chrono::steady_clock::now();
+  asio::post(strand_, [self = shared_from_this()] { self->OnStart(); });
+}
+
+void TurnOp::Cancel(Error error) {
+  asio::post(strand_, [self = shared_from_this(), error = std::move(error)]() mutable {
+    self->AbandonWith(std::move(error));
+  });
+}
+
+void TurnOp::Respond(std::string input_id, std::optional<std::map<std::string, std::vector<std::string>>> answers) {
+  asio::post(strand_, [self = shared_from_this(), input_id = std::move(input_id), answers = std::move(answers)]() mutable {
+    self->OnRespond(input_id, std::move(answers));
+  });
+}
+
+void TurnOp::OnStart() {
+  deadline_.expires_after(options_.timeout);
+  deadline_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
+    if (ec) return;
+    const std::string& turn = self->tracker_.turn_id();
+    self->AbandonWith(Error(Errc::timeout, (turn.empty() ? std::string("the turn") : "turn " + turn) +
+                                               " did not complete within " + Seconds(self->options_.timeout)));
+  });
+  if (options_.cancel.CanBeCancelled()) {
+    std::weak_ptr<TurnOp> weak = weak_from_this();
+    cancel_id_ = options_.cancel.OnCancel([weak] {
+      if (auto self = weak.lock()) self->Cancel(Error(Errc::cancelled, "the turn was cancelled by the caller"));
+    });
+  }
+  if (done_) return;  // cancelled synchronously above
+  stream_ = std::make_shared<EventStream>(driver_, strand_, options_.reconnect, "turn");
+  stream_->Start(weak_from_this());
+}
+
+std::vector<ClientRequest> TurnOp::OnStreamUp(bool /*reconnected*/) { return {tracker_.OnConnected()}; }
+
+void TurnOp::OnStreamEvent(const Event& event) {
+  if (done_) return;
+  HandleStep(event, tracker_.OnEvent(event));
+}
+
+void TurnOp::OnStreamDown(const Error& why) {
+  tracker_.OnDisconnected();
+  if (done_) return;
+  if (tracker_.Abandoning()) {
+    // The withdrawal (or the echo we waited for) died with the stream; the grace is not for retries,
+    // except when we reconnected precisely to withdraw (then the stream keeps trying within the grace).
+    driver_->Log(LogLevel::warning, "turn " + tracker_.turn_id() + ": the stream dropped while withdrawing (" +
+                                        why.message + "); the turn may run on");
+    Finish(Fail(tracker_.abandon_reason()));
+  }
+}
+
+void TurnOp::OnStreamFailed(Error error) {
+  if (done_) return;
+  if (tracker_.Abandoning()) error = tracker_.abandon_reason();  // why the caller gave up, not the transport
+  Finish(Fail(std::move(error)));
+}
+
+void TurnOp::HandleStep(const Event& event, TurnStep step) {
+  const auto now = std::chrono::steady_clock::now();
+  if (step.accepted) {
+    accepted_at_ = now;
+    if (!attached_ && options_.on_accepted) {
+      CallUser(ctx(), "the on_accepted callback", [&] { options_.on_accepted(tracker_.Ref()); });
+    }
+  }
+  if (step.started) started_at_turn_ = now;
+  if (step.deliver && options_.on_event) CallUser(ctx(), "the on_event callback", [&] { options_.on_event(event); });
+  for (const auto& id : step.resolved) CloseQuestion(id);
+  if (step.question && !step.finished) SurfaceQuestion(*step.question);
+  if (!step.finished) {
+    SendAll(std::move(step.requests));
+    return;
+  }
+  completed_at_ = now;
+  auto outcome = tracker_.Outcome();
+  if (!outcome && !step.requests.empty() && !tracker_.Abandoning()) {
+    // A local failure (too_large) carries its withdrawal: write it within the grace, then finish.
+    WithdrawThenFinish(std::move(step.requests), outcome.error());
+    return;
+  }
+  SendAll(std::move(step.requests));
+  Finish(outcome ? Result<TurnResult>(MakeResult(std::move(*outcome))) : Fail(outcome.error()));
+}
+
+void TurnOp::SendAll(std::vector<ClientRequest> requests) {
+  for (auto& request : requests) {
+    if (request.type == request_type::kMessage) message_written_at_ = std::chrono::steady_clock::now();
+    if (!tracker_.Abandoning()) {
+      stream_->Send(request);
+      continue;
+    }
+    // While withdrawing, a write that fails means the withdrawal did not reach the runtime: say so.
+    stream_->Send(request, [self = shared_from_this(), type = request.type](Status status) {
+      if (status) return;
+      asio::post(self->strand_, [self, type, status] {
+        if (self->done_) return;
+        self->driver_->Log(LogLevel::warning, "could not write the withdrawal (" + type + "): " + status.error().message);
+        self->Finish(Fail(self->tracker_.abandon_reason()));
+      });
+    });
+  }
+}
+
+// Deadline or cancel: withdraw what is ours to withdraw (DESIGN.md §4.5), then report `error`. The
+// grace applies only when something may still run: a message written long ago and never echoed was
+// not accepted, so the turn's timeout stays its bound.
+void TurnOp::AbandonWith(Error error) {
+  if (done_ || tracker_.Abandoning()) return;
+  deadline_.cancel();
+  const auto now = std::chrono::steady_clock::now();
+  const bool connected = stream_ && stream_->connected();
+  const auto grace = options_.abandon_grace;
+  const bool echo_expected = message_written_at_ && now - *message_written_at_ < grace;
+  AbandonPlan plan = tracker_.Abandon(error, connected, echo_expected);
+  switch (plan.action) {
+    case AbandonAction::finish:
+      Finish(Fail(std::move(error)));
+      return;
+    case AbandonAction::withdraw:
+      SendAll(std::move(plan.requests));
+      StartGrace(grace);
+      return;
+    case AbandonAction::await_echo:
+      StartGrace(std::chrono::duration_cast<std::chrono::milliseconds>(*message_written_at_ + grace - now));
+      return;
+    case AbandonAction::reconnect:
+      // Between connections with a turn of ours to withdraw: reconnect now (not after the backoff),
+      // catch up with the replay, and withdraw the turn as it is then, all within the grace.
+      if (!options_.reconnect.enabled || !stream_) {
+        driver_->Log(LogLevel::warning, "abandoning turn " + tracker_.turn_id() +
+                                            " while disconnected with reconnecting disabled: it may run on");
+        Finish(Fail(std::move(error)));
+        return;
+      }
+      stream_->ReconnectNow();
+      StartGrace(grace);
+      return;
+  }
+}
+
+void TurnOp::StartGrace(std::chrono::milliseconds grace) {
+  grace_.expires_after(grace);
+  grace_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
+    if (ec || self->done_) return;
+    if (self->tracker_.Accepted()) {
+      self->driver_->Log(LogLevel::warning, "abandoning turn " + self->tracker_.turn_id() +
+                                                ": the runtime did not confirm its withdrawal within " +
+                                                Seconds(self->options_.abandon_grace) + "; it may run on");
+    }
+    self->Finish(Fail(self->tracker_.abandon_reason()));
+  });
+}
+
+void TurnOp::WithdrawThenFinish(std::vector<ClientRequest> requests, Error error) {
+  deadline_.cancel();
+  auto remaining = std::make_shared<std::size_t>(requests.size());
+  for (auto& request : requests) {
+    stream_->Send(request, [self = shared_from_this(), remaining, error](Status status) {
+      asio::post(self->strand_, [self, remaining, error, status] {
+        if (!status) self->driver_->Log(LogLevel::warning, "could not write the withdrawal: " + status.error().message);
+        if (--*remaining == 0 || !status) self->Finish(Fail(error));
+      });
+    });
+  }
+  grace_.expires_after(options_.abandon_grace);
+  grace_.async_wait([self = shared_from_this(), error](const asio::error_code& ec) {
+    if (!ec) self->Finish(Fail(error));
+  });
+}
+
+TurnResult TurnOp::MakeResult(TurnOutcome outcome) const {
+  TurnResult r;
+  r.request_id = tracker_.request_id();
+  r.turn_id = std::move(outcome.turn_id);
+  r.status = outcome.status;
+  r.text = std::move(outcome.text);
+  r.error_message = std::move(outcome.error_message);
+  r.questions_declined = outcome.questions_declined;
+  r.questions_answered = outcome.questions_answered;
+  r.shared = outcome.shared;
+  r.reconnects = stream_ ? stream_->reconnects() : 0;
+  r.last_event_id = tracker_.last_event_id();
+  r.journal_id = tracker_.journal_id();
+  auto since = [this](std::optional<std::chrono::steady_clock::time_point> t) -> std::optional<std::chrono::milliseconds> {
+    if (!t) return std::nullopt;
+    return std::chrono::duration_cast<std::chrono::milliseconds>(*t - started_at_);
+  };
+  r.time_to_accepted = since(accepted_at_);
+  r.time_to_started = since(started_at_turn_);
+  r.time_to_completed = since(completed_at_);
+  return r;
+}
+
+void TurnOp::SurfaceQuestion(const Event& event) {
+  auto impl = std::make_shared<Responder::Impl>();
+  impl->op = weak_from_this();
+  impl->input_id = event.input_id;
+  responders_[event.input_id] = impl;
+  auto timer = std::make_shared<asio::steady_timer>(strand_);
+  timer->expires_after(options_.answer_timeout);
+  timer->async_wait([self = shared_from_this(), impl](const asio::error_code& ec) {
+    if (ec || impl->used.exchange(true)) return;
+    self->driver_->Log(LogLevel::info, "no answer to input " + impl->input_id + " within " +
+                                           Seconds(self->options_.answer_timeout) + ": declining it");
+    self->OnRespond(impl->input_id, std::nullopt);
+  });
+  answer_timers_[event.input_id] = std::move(timer);
+  if (options_.on_question) {
+    CallUser(ctx(), "the on_question callback", [&] { options_.on_question(event, Responder(impl)); });
+  }
+}
+
+void TurnOp::CloseQuestion(const std::string& input_id) {
+  // Resolved by the runtime (another client answered, or a restart cancelled it): nobody can answer it
+  // now, so the responder reports false and the answer timer must not decline it later.
+  if (auto it = answer_timers_.find(input_id); it != answer_timers_.end()) {
+    it->second->cancel();
+    answer_timers_.erase(it);
+  }
+  if (auto it = responders_.find(input_id); it != responders_.end()) {
+    it->second->used.store(true);
+    responders_.erase(it);
+  }
+}
+
+void TurnOp::OnRespond(const std::string& input_id,
+                       std::optional<std::map<std::string, std::vector<std::string>>> answers) {
+  if (auto it = answer_timers_.find(input_id); it != answer_timers_.end()) {
+    it->second->cancel();
+    answer_timers_.erase(it);
+  }
+  responders_.erase(input_id);
+  if (done_ || tracker_.Abandoning()) return;
+  auto request = answers ? tracker_.Answer(input_id, std::move(*answers)) : tracker_.Decline(input_id);
+  if (!request) {
+    driver_->Log(LogLevel::debug, request.error().message);
+    return;
+  }
+  // While disconnected the tracker writes it after the next replay (with every unresolved decision).
+  if (stream_ && stream_->connected()) stream_->Send(*request);
+}
+
+void TurnOp::Finish(Result<TurnResult> result) {
+  if (done_) return;
+  done_ = true;
+  finished_.store(true);
+  deadline_.cancel();
+  grace_.cancel();
+  for (auto& [id, timer] : answer_timers_) timer->cancel();
+  answer_timers_.clear();
+  for (auto& [id, impl] : responders_) impl->used.store(true);
+  responders_.clear();
+  if (cancel_id_ != 0) options_.cancel.Unregister(cancel_id_);
+  if (stream_) stream_->Close();
+  {
+    std::lock_guard lock(driver_->mu);
+    driver_->turns.erase(this);
+  }
+  driver_->idle.notify_all();
+  auto handler = std::move(handler_);
+  handler_ = nullptr;
+  // Release the caller's callbacks now: they may hold resources the caller wants back.
+  options_.on_event = nullptr;
+  options_.on_question = nullptr;
+  options_.on_accepted = nullptr;
+  if (handler) CallUser(ctx(), "the turn's completion handler", [&] { handler(std::move(result)); });
+}
+
+}  // namespace sessionturn::driver_detail
+
+namespace sessionturn {
+
+bool Responder::Answer(std::map<std::string, std::vector<std::string>> answers) const {
+  if (!impl_ || impl_->used.exchange(true)) return false;
+  auto op = impl_->op.lock();
+  if (!op || op->finished()) return false;
+  op->Respond(impl_->input_id, std::move(answers));
+  return true;
+}
+
+bool Responder::Decline() const {
+  if (!impl_ || impl_->used.exchange(true)) return false;
+  auto op = impl_->op.lock();
+  if (!op || op->finished()) return false;
+  op->Respond(impl_->input_id, std::nullopt);
+  return true;
+}
+
+std::string Responder::input_id() const { return impl_ ? impl_->input_id : std::string(); }
+
+}  // namespace sessionturn
