@@ -413,30 +413,6 @@ void PutIf(Json& j, const char* key, const T& v) {
   }
 }
 
-Json QuestionsToJson(const std::vector<InputQuestion>& qs) {
-  Json arr = Json::array();
-  for (const auto& q : qs) {
-    Json o = Json::object();
-    PutIf(o, "id", q.id);
-    PutIf(o, "header", q.header);
-    PutIf(o, "question", q.question);
-    if (!q.options.empty()) {
-      Json opts = Json::array();
-      for (const auto& op : q.options) {
-        Json oj = Json::object();
-        PutIf(oj, "label", op.label);
-        PutIf(oj, "description", op.description);
-        opts.push_back(std::move(oj));
-      }
-      o["options"] = std::move(opts);
-    }
-    PutIf(o, "multiSelect", q.multi_select);
-    PutIf(o, "secret", q.secret);
-    arr.push_back(std::move(o));
-  }
-  return arr;
-}
-
 std::string Dump(const Json& j) {
   // Replace invalid UTF-8 rather than throw: the runtime's own encoder does the same.
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
@@ -487,73 +463,7 @@ std::vector<std::string> FieldMismatchMemo::Note(std::string_view event_type,
   return out;
 }
 
-Json EventToJson(const Event& e) {
-  Json j = Json::object();
-  PutIf(j, "id", e.id);
-  PutIf(j, "type", e.type);
-  PutIf(j, "timestamp", e.timestamp);
-  PutIf(j, "requestId", e.request_id);
-  PutIf(j, "turnId", e.turn_id);
-  PutIf(j, "text", e.text);
-  PutIf(j, "revision", e.revision);
-  PutIf(j, "status", e.status);
-  PutIf(j, "sessionCommand", e.session_command);
-  PutIf(j, "toolId", e.tool_id);
-  PutIf(j, "toolName", e.tool_name);
-  PutIf(j, "output", e.output);
-  PutIf(j, "inputId", e.input_id);
-  if (!e.questions.empty()) j["questions"] = QuestionsToJson(e.questions);
-  PutIf(j, "diff", e.diff);
-  PutIf(j, "firstEventId", e.first_event_id);
-  PutIf(j, "lastEventId", e.last_event_id);
-  PutIf(j, "journalId", e.journal_id);
-  PutIf(j, "reset", e.reset);
-  PutIf(j, "historyLimited", e.history_limited);
-  PutIf(j, "historyPage", e.history_page);
-  PutIf(j, "historyCursor", e.history_cursor);
-  if (e.history_state) {
-    const HistoryState& hs = *e.history_state;
-    Json h = Json::object();
-    PutIf(h, "activeTurnId", hs.active_turn_id);
-    PutIf(h, "activeTurnStarted", hs.active_turn_started);
-    PutIf(h, "turnInterrupting", hs.turn_interrupting);
-    PutIf(h, "waitingForInput", hs.waiting_for_input);
-    if (hs.pending_turn) {
-      Json p = Json::object();
-      PutIf(p, "turnId", hs.pending_turn->turn_id);
-      PutIf(p, "text", hs.pending_turn->text);
-      PutIf(p, "revision", hs.pending_turn->revision);
-      h["pendingTurn"] = std::move(p);
-    }
-    PutIf(h, "fileDiff", hs.file_diff);
-    j["historyState"] = std::move(h);
-  }
-  if (e.runtime) {
-    const RuntimeStatus& rs = *e.runtime;
-    Json r = rs.extra.is_object() ? rs.extra : Json::object();
-    PutIf(r, "sessionName", rs.session_name);
-    PutIf(r, "agentType", rs.agent_type);
-    PutIf(r, "model", rs.model);
-    PutIf(r, "workingDir", rs.working_dir);
-    PutIf(r, "homeDir", rs.home_dir);
-    PutIf(r, "branch", rs.branch);
-    if (rs.usage) {
-      Json u = Json::object();
-      PutIf(u, "inputTokens", rs.usage->input_tokens);
-      PutIf(u, "outputTokens", rs.usage->output_tokens);
-      PutIf(u, "totalTokens", rs.usage->total_tokens);
-      PutIf(u, "contextTokens", rs.usage->context_tokens);
-      PutIf(u, "contextWindow", rs.usage->context_window);
-      r["usage"] = std::move(u);
-    }
-    j["runtime"] = std::move(r);
-  }
-  PutIf(j, "goal", e.goal);
-  PutIf(j, "attachments", e.attachments);
-  return j;
-}
-
-std::string EncodeEvent(const Event& e) { return Dump(EventToJson(e)); }
+// EventToJson and EncodeEvent live in event_encode.cpp (the Go-exact event encoder).
 
 Json RequestToJson(const ClientRequest& r) {
   Json j = Json::object();

@@ -18,13 +18,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::int64_t TurnNumber(const std::string& turn_id) {
-  constexpr std::string_view kPrefix = "turn-";
-  if (turn_id.rfind(kPrefix, 0) != 0) return 0;
+std::int64_t NumberAfter(const std::string& id, std::string_view prefix) {
+  if (id.rfind(prefix, 0) != 0 || id.size() == prefix.size()) return 0;
   std::int64_t n = 0;
-  for (std::size_t i = kPrefix.size(); i < turn_id.size(); ++i) {
-    char c = turn_id[i];
-    if (c < '0' || c > '9') return 0;
+  for (std::size_t i = prefix.size(); i < id.size(); ++i) {
+    char c = id[i];
+    if (c < '0' || c > '9' || n > (INT64_MAX - 9) / 10) return 0;
     n = n * 10 + (c - '0');
   }
   return n;
@@ -32,19 +31,48 @@ std::int64_t TurnNumber(const std::string& turn_id) {
 
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
 
+SessionCommand::Kind KindOf(const Event& e) {
+  if (!e.session_command) return SessionCommand::Kind::message;
+  const std::string_view t = TrimUnicodeSpace(e.text);
+  return !t.empty() && t.front() == '!' ? SessionCommand::Kind::shell : SessionCommand::Kind::goal;
+}
+
 }  // namespace
 
-std::string NowTimestamp() {
-  auto now = std::chrono::system_clock::now();
-  auto secs = std::chrono::system_clock::to_time_t(now);
-  auto micros =
-      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() % 1000000;
+std::string FormatTimestamp(std::int64_t unix_nanos) {
+  std::int64_t secs = unix_nanos / 1000000000;
+  std::int64_t nanos = unix_nanos % 1000000000;
+  if (nanos < 0) {
+    nanos += 1000000000;
+    --secs;
+  }
+  const std::time_t t = static_cast<std::time_t>(secs);
   std::tm tm{};
-  gmtime_r(&secs, &tm);
+  gmtime_r(&t, &tm);
   char buf[64];
   std::size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  std::snprintf(buf + n, sizeof buf - n, ".%06lldZ", static_cast<long long>(micros));
-  return buf;
+  std::string out(buf, n);
+  if (nanos != 0) {
+    char frac[16];
+    std::snprintf(frac, sizeof frac, ".%09lld", static_cast<long long>(nanos));
+    std::string f(frac);
+    while (f.back() == '0') f.pop_back();
+    out += f;
+  }
+  out += 'Z';
+  return out;
+}
+
+std::string NowTimestamp() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return FormatTimestamp(static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec);
+}
+
+std::int64_t TurnIndex::anchor() const {
+  for (auto it = prompts.rbegin(); it != prompts.rend(); ++it)
+    if (it->second) return it->first;
+  return prompts.empty() ? 0 : prompts.front().first;
 }
 
 std::shared_ptr<const std::string> EncodeShared(const Event& event) {
@@ -55,20 +83,21 @@ std::shared_ptr<const std::string> EncodeShared(const Event& event) {
 
 void SessionState::Apply(const Event& e) {
   const std::string& t = e.type;
+  next_turn_number = std::max(next_turn_number, NumberAfter(e.turn_id, "turn-") + 1);
+  next_input_number = std::max(next_input_number, NumberAfter(e.input_id, "input-") + 1);
   if (t == event_type::kUserMessage) {
+    if (e.turn_id.empty()) return;  // a command run outside any turn
     TurnRecord turn;
     turn.id = e.turn_id;
     turn.text = e.text;
     turn.revision = e.revision > 0 ? e.revision : 1;
-    turn.shell = e.session_command && !TrimUnicodeSpace(e.text).empty() && TrimUnicodeSpace(e.text).front() == '!';
-    next_turn_number = std::max(next_turn_number, TurnNumber(e.turn_id) + 1);
+    turn.kind = KindOf(e);
     queued.push_back(std::move(turn));
   } else if (t == event_type::kUserMessageUpdated) {
     if (auto* turn = FindQueued(e.turn_id)) {
       turn->text = e.text;
-      turn->revision = e.revision;
-      std::string_view trimmed = TrimUnicodeSpace(e.text);
-      turn->shell = !trimmed.empty() && trimmed.front() == '!';
+      turn->revision = e.revision > 0 ? e.revision : 1;
+      turn->kind = KindOf(e);
     }
   } else if (t == event_type::kUserMessageRemoved) {
     std::erase_if(queued, [&](const TurnRecord& r) { return r.id == e.turn_id; });
@@ -92,11 +121,13 @@ void SessionState::Apply(const Event& e) {
     in.input_id = e.input_id;
     in.turn_id = e.turn_id;
     in.questions = e.questions;
+    in.event_id = e.id;
+    std::erase_if(open_inputs, [&](const OpenInput& o) { return o.input_id == e.input_id; });
     open_inputs.push_back(std::move(in));
-  } else if (t == event_type::kRequestAccepted) {
-    // Partial answers are not journaled with their content; nothing to fold.
   } else if (t == event_type::kInputResolved) {
     std::erase_if(open_inputs, [&](const OpenInput& in) { return in.input_id == e.input_id; });
+  } else if (t == event_type::kFileDiff) {
+    last_file_diff = e.diff;
   } else if (t == event_type::kTurnCompleted) {
     if (active && active->id == e.turn_id) {
       active.reset();
@@ -154,6 +185,7 @@ Status Journal::Load(std::vector<std::string>* warnings) {
   id_.clear();
   last_id_ = 0;
   retained_.clear();
+  turns_.clear();
   state_ = SessionState{};
 
   if (std::ifstream in(id_path); in) {
@@ -210,8 +242,48 @@ Status Journal::Load(std::vector<std::string>* warnings) {
 }
 
 void Journal::Retain(JournalEntry entry) {
+  IndexAdd(entry.event);
   retained_.push_back(std::move(entry));
-  while (retained_.size() > max_retained_) retained_.pop_front();
+  while (retained_.size() > max_retained_) {
+    IndexRemove(retained_.front().event);
+    retained_.pop_front();
+  }
+}
+
+void Journal::IndexAdd(const Event& e) {
+  if (e.turn_id.empty()) return;
+  TurnIndex& t = turns_[e.turn_id];
+  ++t.events;
+  if (e.type == event_type::kUserMessage || e.type == event_type::kUserMessageUpdated)
+    t.prompts.emplace_back(e.id, e.type == event_type::kUserMessage);
+  else if (e.type == event_type::kUserMessageRemoved)
+    t.hidden = true;
+  else if (e.type == event_type::kTurnCompleted)
+    t.hidden = e.status == status_value::kMerged;
+}
+
+void Journal::IndexRemove(const Event& e) {
+  if (e.turn_id.empty()) return;
+  auto it = turns_.find(e.turn_id);
+  if (it == turns_.end()) return;
+  TurnIndex& t = it->second;
+  if (!t.prompts.empty() && t.prompts.front().first == e.id) t.prompts.pop_front();
+  if (--t.events == 0) turns_.erase(it);
+}
+
+const JournalEntry* Journal::Find(std::int64_t id) const {
+  if (retained_.empty() || id < retained_.front().event.id || id > retained_.back().event.id) return nullptr;
+  // Retained ids are consecutive except after a reload that skipped damaged lines: check, then search.
+  const auto guess = static_cast<std::size_t>(id - retained_.front().event.id);
+  if (guess < retained_.size() && retained_[guess].event.id == id) return &retained_[guess];
+  auto it = std::lower_bound(retained_.begin(), retained_.end(), id,
+                             [](const JournalEntry& e, std::int64_t v) { return e.event.id < v; });
+  return it != retained_.end() && it->event.id == id ? &*it : nullptr;
+}
+
+const TurnIndex* Journal::Turn(const std::string& turn_id) const {
+  auto it = turns_.find(turn_id);
+  return it == turns_.end() ? nullptr : &it->second;
 }
 
 Result<const JournalEntry*> Journal::Append(Event event) {

@@ -108,8 +108,13 @@ Result<Step> ParseStep(const Json& j, const std::string& where) {
     auto decoded = DecodeEvent(ev.dump());
     if (!decoded) return Fail(Errc::invalid_argument, where + ": questions: " + decoded.error().message);
     s.questions = decoded->questions;
+    // Question ids as the real runtime's providers make them: question-1, question-2, ...
     for (std::size_t i = 0; i < s.questions.size(); ++i)
-      if (s.questions[i].id.empty()) s.questions[i].id = "q" + std::to_string(i + 1);
+      if (TrimUnicodeSpace(s.questions[i].id).empty()) s.questions[i].id = "question-" + std::to_string(i + 1);
+    for (std::size_t i = 0; i < s.questions.size(); ++i)
+      for (std::size_t k = 0; k < i; ++k)
+        if (s.questions[i].id == s.questions[k].id)
+          return Fail(Errc::invalid_argument, where + ": question id \"" + s.questions[i].id + "\" is repeated");
   } else if (type == "error") s.kind = StepKind::error;
   else if (type == "fail") s.kind = StepKind::fail;
   else if (type == "sleep") {
@@ -247,9 +252,8 @@ class StepRun : public TurnRun, public std::enable_shared_from_this<StepRun> {
         break;
       case StepKind::question: {
         ++index_;
-        input_id_ = s.id.empty() ? input_.turn_id + "-input-" + std::to_string(index_) : s.id;
         waiting_input_ = true;
-        host_->Ask(input_id_, s.questions);
+        input_id_ = host_->Ask(s.id, s.questions);  // an empty id: the runtime picks input-N
         return;  // InputResolved (or Interrupt) continues
       }
       case StepKind::error:
@@ -390,11 +394,10 @@ class FloodProvider : public Provider {
 // streamed line by line, stderr's tail kept for the failure message.
 class CommandRun : public TurnRun, public std::enable_shared_from_this<CommandRun> {
  public:
-  CommandRun(std::shared_ptr<TurnHost> host, TurnInput input, std::string command, bool tool_mode)
+  CommandRun(std::shared_ptr<TurnHost> host, TurnInput input, std::string command)
       : host_(std::move(host)),
         input_(std::move(input)),
         command_(std::move(command)),
-        tool_mode_(tool_mode),
         out_(host_->io()),
         err_(host_->io()),
         reap_timer_(host_->io()) {}
@@ -402,16 +405,6 @@ class CommandRun : public TurnRun, public std::enable_shared_from_this<CommandRu
   ~CommandRun() override { KillProcess(); }
 
   void Start() override {
-    tool_id_ = input_.turn_id + "-shell";
-    if (tool_mode_) {
-      Event e;
-      e.type = std::string(event_type::kToolStarted);
-      e.tool_id = tool_id_;
-      e.tool_name = "shell";
-      e.text = command_;
-      e.status = std::string(status_value::kRunning);
-      host_->Emit(std::move(e));
-    }
     if (auto st = Spawn(); !st) {
       Finish(std::string(status_value::kFailed), st.error().message);
       return;
@@ -455,52 +448,27 @@ class CommandRun : public TurnRun, public std::enable_shared_from_this<CommandRu
       ::close(out_pipe[1]);
       return Fail(Errc::io_error, std::string("pipe: ") + std::strerror(errno));
     }
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, stdin_fd, 0);
-    posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setpgroup(&attr, 0);
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    // The child starts with default dispositions and nothing blocked, whatever the host process did.
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &all);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-
-    std::vector<std::string> env_store;
+    std::vector<std::string> env;
     for (char** e = environ; e && *e; ++e) {
       std::string_view kv(*e);
       if (kv.starts_with("SESSIONTURN_SESSION=") || kv.starts_with("SESSIONTURN_TURN=") ||
           kv.starts_with("SESSIONTURN_STATE_DIR="))
         continue;
-      env_store.emplace_back(kv);
+      env.emplace_back(kv);
     }
-    env_store.push_back("SESSIONTURN_SESSION=" + input_.session_name);
-    env_store.push_back("SESSIONTURN_TURN=" + input_.turn_id);
-    env_store.push_back("SESSIONTURN_STATE_DIR=" + input_.state_dir);
-    std::vector<char*> envp;
-    for (auto& s : env_store) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    std::string sh = "/bin/sh", dash_c = "-c";
-    std::vector<char*> argv = {sh.data(), dash_c.data(), command_.data(), nullptr};
-
-    pid_t pid = 0;
-    int rc = ::posix_spawn(&pid, "/bin/sh", &fa, &attr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
+    env.push_back("SESSIONTURN_SESSION=" + input_.session_name);
+    env.push_back("SESSIONTURN_TURN=" + input_.turn_id);
+    env.push_back("SESSIONTURN_STATE_DIR=" + input_.state_dir);
+    auto pid = SpawnInGroup({"/bin/sh", "-c", command_}, stdin_fd, out_pipe[1], err_pipe[1], env);
     ::close(stdin_fd);
     ::close(out_pipe[1]);
     ::close(err_pipe[1]);
-    if (rc != 0) {
+    if (!pid) {
       ::close(out_pipe[0]);
       ::close(err_pipe[0]);
-      return Fail(Errc::io_error, "cannot start /bin/sh -c " + command_ + ": " + std::strerror(rc));
+      return Fail(pid.error());
     }
-    pid_ = pid;
+    pid_ = *pid;
     out_.assign(out_pipe[0]);
     err_.assign(err_pipe[0]);
     return {};
@@ -546,14 +514,8 @@ class CommandRun : public TurnRun, public std::enable_shared_from_this<CommandRu
     text.push_back('\n');
     collected_ += text;
     Event e;
-    if (tool_mode_) {
-      e.type = std::string(event_type::kToolDelta);
-      e.tool_id = tool_id_;
-      e.output = std::move(text);
-    } else {
-      e.type = std::string(event_type::kAssistantDelta);
-      e.text = std::move(text);
-    }
+    e.type = std::string(event_type::kAssistantDelta);
+    e.text = std::move(text);
     host_->Emit(std::move(e));
   }
 
@@ -589,16 +551,7 @@ class CommandRun : public TurnRun, public std::enable_shared_from_this<CommandRu
 
   void Finish(std::string status, std::string why) {
     std::string text(TrimUnicodeSpace(collected_));
-    if (tool_mode_) {
-      Event e;
-      e.type = std::string(event_type::kToolCompleted);
-      e.tool_id = tool_id_;
-      e.tool_name = "shell";
-      e.output = collected_;
-      e.status = status == status_value::kCompleted ? std::string(status_value::kCompleted)
-                                                    : std::string(status_value::kFailed);
-      host_->Emit(std::move(e));
-    } else if (status == status_value::kCompleted && !text.empty()) {
+    if (status == status_value::kCompleted && !text.empty()) {
       Event e;
       e.type = std::string(event_type::kAssistantMessage);
       e.text = text;
@@ -624,8 +577,6 @@ class CommandRun : public TurnRun, public std::enable_shared_from_this<CommandRu
   std::shared_ptr<TurnHost> host_;
   TurnInput input_;
   std::string command_;
-  bool tool_mode_;
-  std::string tool_id_;
   asio::posix::stream_descriptor out_;
   asio::posix::stream_descriptor err_;
   asio::steady_timer reap_timer_;
@@ -645,7 +596,7 @@ class CommandProvider : public Provider {
  public:
   std::string Kind() const override { return "command"; }
   std::shared_ptr<TurnRun> NewRun(std::shared_ptr<TurnHost> host, TurnInput input) override {
-    return std::make_shared<CommandRun>(std::move(host), std::move(input), command_, false);
+    return std::make_shared<CommandRun>(std::move(host), std::move(input), command_);
   }
   std::string command_;
 };
@@ -653,27 +604,24 @@ class CommandProvider : public Provider {
 // A shell turn when shell commands are disabled: one failed tool event, then the turn fails.
 class DisabledShellRun : public TurnRun {
  public:
-  DisabledShellRun(std::shared_ptr<TurnHost> host, TurnInput input) : host_(std::move(host)), input_(std::move(input)) {}
+  DisabledShellRun(std::shared_ptr<TurnHost> host, TurnInput input, std::string command)
+      : host_(std::move(host)), input_(std::move(input)), command_(std::move(command)) {}
   void Start() override {
-    auto self_host = host_;
-    auto input = input_;
-    asio::post(host_->io(), [self_host, input] {
-      std::string cmd(TrimUnicodeSpace(input.text));
+    asio::post(host_->io(), [host = host_, tool_id = input_.turn_id + "-shell", cmd = command_] {
       Event started;
       started.type = std::string(event_type::kToolStarted);
-      started.tool_id = input.turn_id + "-shell";
-      started.tool_name = "shell";
-      started.text = cmd.substr(1);
+      started.tool_id = tool_id;
+      started.tool_name = cmd;
       started.status = std::string(status_value::kRunning);
-      self_host->Emit(std::move(started));
+      host->Emit(std::move(started));
       Event done;
       done.type = std::string(event_type::kToolCompleted);
-      done.tool_id = input.turn_id + "-shell";
-      done.tool_name = "shell";
+      done.tool_id = tool_id;
+      done.tool_name = cmd;
       done.output = std::string(kShellDisabledText);
       done.status = std::string(status_value::kFailed);
-      self_host->Emit(std::move(done));
-      self_host->Done(std::string(status_value::kFailed), std::string(kShellDisabledText));
+      host->Emit(std::move(done));
+      host->Done(std::string(status_value::kFailed), std::string(kShellDisabledText));
     });
   }
   void Interrupt() override {}
@@ -683,6 +631,7 @@ class DisabledShellRun : public TurnRun {
  private:
   std::shared_ptr<TurnHost> host_;
   TurnInput input_;
+  std::string command_;
 };
 
 Result<std::shared_ptr<Provider>> ParseScript(const std::string& path) {
@@ -751,11 +700,8 @@ Result<std::shared_ptr<Provider>> Provider::Parse(const std::string& spec) {
               "unknown provider \"" + spec + "\": use echo, script:FILE, command:CMD or flood:N");
 }
 
-std::shared_ptr<TurnRun> NewShellRun(std::shared_ptr<TurnHost> host, TurnInput input, bool allowed) {
-  if (!allowed) return std::make_shared<DisabledShellRun>(std::move(host), std::move(input));
-  std::string cmd(TrimUnicodeSpace(input.text));
-  cmd.erase(0, 1);  // the '!'
-  return std::make_shared<CommandRun>(std::move(host), std::move(input), cmd, true);
+std::shared_ptr<TurnRun> NewDisabledShellRun(std::shared_ptr<TurnHost> host, TurnInput input, std::string command) {
+  return std::make_shared<DisabledShellRun>(std::move(host), std::move(input), std::move(command));
 }
 
 }  // namespace sessionturn::runtime

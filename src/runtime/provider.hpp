@@ -27,8 +27,9 @@ class TurnHost {
   virtual ~TurnHost() = default;
   // Journals an event of this turn (turnId filled in). `runtime.status` is broadcast unjournaled.
   virtual void Emit(Event event) = 0;
-  // Journals input.requested; the run hears back through TurnRun::InputResolved.
-  virtual void Ask(std::string input_id, std::vector<InputQuestion> questions) = 0;
+  // Journals input.requested {status: pending} and returns the input id: `input_id`, or when that is
+  // empty one the runtime picks ("input-N"). The run hears back through TurnRun::InputResolved.
+  virtual std::string Ask(std::string input_id, std::vector<InputQuestion> questions) = 0;
   // The turn is over: "completed", "failed" (error, when given, is journaled first) or "interrupted".
   virtual void Done(std::string status, std::string error) = 0;
   virtual bool Paused() const = 0;
@@ -71,8 +72,18 @@ class Provider {
   virtual std::shared_ptr<TurnRun> NewRun(std::shared_ptr<TurnHost> host, TurnInput input) = 0;
 };
 
-// A `!` command turn: runs the command with /bin/sh -c when `allowed`, else records a failed tool event.
-std::shared_ptr<TurnRun> NewShellRun(std::shared_ptr<TurnHost> host, TurnInput input, bool allowed);
+// A `!` command turn as the real runtime runs it: `/bin/sh -lc COMMAND` in its own process group,
+// stdout and stderr merged into one `<turn>-shell` tool (tool.started, tool.delta per chunk read,
+// tool.completed with the whole output bounded to 512 KiB); a non-zero exit fails the tool, not the
+// turn; an interrupt kills the process group.
+std::shared_ptr<TurnRun> NewShellRun(std::shared_ptr<TurnHost> host, TurnInput input, std::string command);
+// The same turn when shell commands are disabled: a failed tool event saying so, and a failed turn.
+std::shared_ptr<TurnRun> NewDisabledShellRun(std::shared_ptr<TurnHost> host, TurnInput input, std::string command);
+
+// Starts argv[0] (a path) in a new process group with the given stdin/stdout/stderr, environment,
+// default signal dispositions and nothing blocked. Returns its pid.
+Result<int> SpawnInGroup(const std::vector<std::string>& argv, int in, int out, int err,
+                         const std::vector<std::string>& env);
 
 // The text a shell turn records when shell commands are disabled.
 inline constexpr std::string_view kShellDisabledText =

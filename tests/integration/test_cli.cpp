@@ -58,6 +58,7 @@ std::unique_ptr<testing::LocalRuntime> StartRuntime(const TempDir& dir, std::str
   options.provider = std::move(provider);
   options.echo_delay = 5ms;
   options.log_sink = [](LogLevel, std::string_view) {};
+  options.record_requests = true;  // the tests read ReceivedRequests()/WaitForRequest()
   auto runtime = testing::LocalRuntime::Start(options);
   REQUIRE(runtime);
   return std::move(*runtime);

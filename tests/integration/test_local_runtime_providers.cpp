@@ -96,13 +96,15 @@ TEST_CASE("script provider: every step kind, templating, per-turn selection", "[
   auto tc = OfType(seen, event_type::kToolCompleted).at(0);
   CHECK(tc.output == "a\nb\n");
   CHECK(tc.status == "completed");
+  // One as the turn starts, one per status/usage step; never journaled.
   auto statuses = OfType(seen, event_type::kRuntimeStatus);
-  REQUIRE(statuses.size() == 2);
-  CHECK(statuses[0].id == 0);  // unjournaled
+  REQUIRE(statuses.size() == 3);
+  for (const auto& st : statuses) CHECK(st.id == 0);
   REQUIRE(statuses[1].runtime);
   CHECK(statuses[1].runtime->model == "test-model");
-  REQUIRE(statuses[1].runtime->usage);
-  CHECK(statuses[1].runtime->usage->total_tokens == 15);
+  REQUIRE(statuses[2].runtime);
+  REQUIRE(statuses[2].runtime->usage);
+  CHECK(statuses[2].runtime->usage->total_tokens == 15);
   CHECK(OfType(seen, event_type::kFileDiff).at(0).diff["files"][0]["path"] == "x.txt");
   auto errs = OfType(seen, event_type::kError);
   REQUIRE(errs.size() == 1);

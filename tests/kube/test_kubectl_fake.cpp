@@ -173,6 +173,7 @@ TEST_CASE("kubectl against the fake: exec -i reaches a local runtime through the
   FakeKube fake;
   testing::LocalRuntimeOptions ro;
   ro.socket_path = fake.dir().path() + "/rt/runtime.sock";
+  ro.record_requests = true;
   auto runtime = testing::LocalRuntime::Start(ro);
   REQUIRE(runtime);
   fake.Control("pods", {{"name", "agent-pod"}, {"socket", ro.socket_path}});

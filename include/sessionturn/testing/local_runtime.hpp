@@ -1,6 +1,7 @@
-// A faithful, embeddable Session runtime: the server side of PROTOCOL.md on a unix socket, with a
-// journal, replay/reset/condensed history, merge/edit/remove, interrupt, questions, back-pressure,
-// restart recovery and pluggable providers (echo, script, command). Tests drive it and inject faults.
+// A faithful, embeddable Session runtime: the server side of PROTOCOL.md on a unix socket, byte for
+// byte as the real runtime (kelos-session-runtime) writes it, with a journal, replay/reset/condensed
+// history, merge/edit/remove, interrupt, questions, back-pressure, restart recovery and pluggable
+// providers (echo, script, command). Tests drive it and inject faults.
 #pragma once
 
 #include <chrono>
@@ -26,17 +27,27 @@ inline constexpr std::size_t kRuntimeCondensedMaxItems = 100;        // cap of a
 inline constexpr std::size_t kRuntimeCondensedMaxBytes = 1u << 20;   // ditto, in encoded bytes
 inline constexpr std::size_t kRuntimeMaxRequestBytes = 4u << 20;     // a request line (= journal record bound)
 
-// Rejection texts (`error` with `status: rejected`, to the requester only). Tests match on them.
+// Rejection texts (`error` with `status: rejected`, to the requester only), the real runtime's
+// words. Tests match on them. Texts that name a turn or an input are built as the runtime builds
+// them, with the id Go-quoted: `Session turn "turn-9" is no longer pending`, `editing Session turn
+// "turn-2": revision is 2, not 1`, `removing Session turn "turn-2": expectedRevision must be
+// positive`, `input request "ID" is not pending`, `input question "q" is not pending`, `input
+// question "q" must contain an answer`, `unsupported client request type "T"`.
 namespace reject_reason {
-inline constexpr std::string_view kEmptyText = "message text is empty";
-inline constexpr std::string_view kCommandMerge = "a command cannot be merged into a queued turn";
-inline constexpr std::string_view kMergeOntoCommand = "a message cannot be merged into a queued command";
-inline constexpr std::string_view kGoalUnsupported = "/goal is not supported by the local runtime";
-inline constexpr std::string_view kDraining = "runtime is draining for an update";
-inline constexpr std::string_view kProviderRestarting = "provider is restarting";
+inline constexpr std::string_view kEmptyText = "message must not be empty";
+inline constexpr std::string_view kEmptyShellCommand = "shell command must not be empty";
+// A command onto a queued turn, or a message onto a queued command.
+inline constexpr std::string_view kPendingCommand = "Session already has a pending command or message";
+inline constexpr std::string_view kGoalUnsupported = "/goal is available only in Codex Sessions";
+inline constexpr std::string_view kGoalUsage = "usage: /goal [<objective>|clear|edit <objective>|pause|resume]";
+inline constexpr std::string_view kCommandAttachments = "Session commands do not accept attachments";
+inline constexpr std::string_view kNoAttachmentStorage = "Session attachment storage is unavailable";
+inline constexpr std::string_view kDraining = "Session runtime is draining for an update; retry after it reconnects";
+inline constexpr std::string_view kProviderRestarting = "Session provider is restarting; retry after it reconnects";
 inline constexpr std::string_view kNoActiveTurn = "Session has no active turn";
-// Built in code: "revision is X, not Y", "turn turn-3 is no longer pending", "input ID is not pending",
-// "unknown request type \"T\"", "journal write failed: ...".
+inline constexpr std::string_view kEmptyAnswers = "input response must contain at least one answer";
+inline constexpr std::string_view kInvalidCursor = "invalid Session history cursor";
+inline constexpr std::string_view kExpiredCursor = "Session history cursor expired; reconnect to reload history";
 }  // namespace reject_reason
 
 struct LocalRuntimeOptions {
@@ -49,6 +60,10 @@ struct LocalRuntimeOptions {
   bool allow_shell = false;  // run `!` commands; otherwise such a turn records a failed tool event
   std::string session_name = "local";
   LogSink log_sink;  // optional; default: warnings on stderr
+  // Keep every decoded request for ReceivedRequests()/WaitForRequest(). Off by default: the log grows
+  // with every request for the runtime's lifetime, which a long-running runtime must not do. Tests
+  // that inspect requests turn it on.
+  bool record_requests = false;
 
   // Bounds; defaults are the real runtime's numbers. Tests may shorten them.
   std::size_t retained_events = kRuntimeRetainedEvents;
@@ -81,11 +96,14 @@ class LocalRuntime {
   // The retained journal (at most retained_events), ascending ids.
   std::vector<Event> JournalEvents() const;
   // Every request decoded from any connection, in arrival order (including rejected ones).
+  // Precondition: LocalRuntimeOptions::record_requests. Without it nothing is recorded: this returns
+  // an empty list and logs an error saying recording is off.
   std::vector<ClientRequest> ReceivedRequests() const;
   // Waits until a journaled event matching `pred` exists (already or later), up to `timeout`.
   // Errc::timeout names what was awaited when it does not come.
   Result<Event> WaitForEvent(const std::function<bool(const Event&)>& pred, std::chrono::milliseconds timeout) const;
-  // Waits until some request matching `pred` has been received.
+  // Waits until some request matching `pred` has been received. Precondition: record_requests;
+  // without it this fails at once with Errc::invalid_argument saying so.
   Status WaitForRequest(const std::function<bool(const ClientRequest&)>& pred, std::chrono::milliseconds timeout) const;
 
   // Fault hooks. All thread-safe; they take effect on the I/O thread before they return.
@@ -97,13 +115,14 @@ class LocalRuntime {
   void DropAfterEvents(std::int64_t n);
   // A paused provider emits nothing and no queued turn starts until resumed; requests are still answered.
   void PauseProvider(bool paused);
-  // While draining, every `message` is rejected with reject_reason::kDraining.
+  // While draining, every `message` is rejected with reject_reason::kDraining (edits are not).
   void SetDraining(bool draining);
   // Simulates a crash and restart: drops every connection and the provider without finishing the turn,
   // then re-opens the same journal (same journal id; from disk with a state dir, else the in-memory one)
   // and applies PROTOCOL.md §4 recovery: runtime.recovered, started turns -> turn.completed interrupted,
   // open questions -> input.resolved cancelled, unstarted turns folded into the earliest (others
-  // turn.completed merged); then the pending turn runs. The socket path stays the same.
+  // turn.completed merged, then its user.message.updated); then the pending turn runs. The socket
+  // path stays the same.
   Status Restart();
   std::size_t ConnectionCount() const;
 
