@@ -39,7 +39,8 @@ Driver::~Driver() {
   // Give the abandoned turns their grace to write the withdrawal and close: returning at once would
   // let the caller destroy the Context under them, leaving turns unwithdrawn and connections open.
   // On a worker the wait would block the very thread they need, so there it does not wait.
-  if (impl_->context.InWorkerThread()) return;
+  // A stopped Context runs nothing any more: there is nobody to wait for.
+  if (impl_->context.InWorkerThread() || impl_->context.Stopped()) return;
   std::unique_lock lock(impl_->mu);
   impl_->idle.wait_for(lock, kAbandonGrace + driver_detail::kDestructorWaitMargin, [this] { return impl_->Idle(); });
 }
@@ -180,15 +181,16 @@ Result<TurnResult> Driver::AttachTurn(TurnRef ref, TurnOptions options) {
 }
 
 WatchHandle Driver::Watch(WatchOptions options, WatchCallback callback, WatchEndHandler on_end) {
-  auto op = std::make_shared<WatchOp>(impl_, std::move(options), std::move(callback), std::move(on_end));
   auto handle_impl = std::make_shared<WatchHandle::Impl>();
-  handle_impl->op = op;
   if (impl_->context.Stopped()) {
-    // Nothing would run it: end it now (the end handler runs here) and hand back an inactive handle.
-    op->Stop();
-    if (auto end = std::move(on_end)) end(Fail(StoppedContextError("the watch")));
+    // Nothing would run it: report the end here and hand back an inactive handle.
+    handle_impl->op = std::make_shared<WatchOp>(impl_, std::move(options), WatchCallback{}, WatchEndHandler{});
+    handle_impl->op->Stop();
+    if (on_end) on_end(Fail(StoppedContextError("the watch")));
     return WatchHandle(std::move(handle_impl));
   }
+  auto op = std::make_shared<WatchOp>(impl_, std::move(options), std::move(callback), std::move(on_end));
+  handle_impl->op = op;
   {
     std::lock_guard lock(impl_->mu);
     impl_->watches.emplace(op.get(), op);
