@@ -19,6 +19,9 @@
 namespace sessionturn {
 
 class Context;
+namespace kube {
+class TlsContextCache;  // internal: one OpenSSL context per TLS material (src/kube/websocket_tls.hpp)
+}  // namespace kube
 
 // The default in-cluster service-account directory (token, ca.crt, namespace).
 inline constexpr std::string_view kServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount";
@@ -80,6 +83,11 @@ class KubeConfig {
   // BearerToken() runs the plugin again) and re-reads token files. Returns true when a new token
   // may differ, i.e. a retry makes sense.
   bool InvalidateToken() const;
+
+  // The OpenSSL contexts of the exec WebSockets made from Tls() (ExecEndpointFromConfig), one per
+  // TLS material: shared by the copies of this configuration and the connectors made from it, and
+  // released with the last of them. An opaque handle; nothing to call on it.
+  std::shared_ptr<kube::TlsContextCache> ExecTlsContexts() const;
 
   struct Impl;
 

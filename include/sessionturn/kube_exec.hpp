@@ -16,6 +16,9 @@
 namespace sessionturn {
 
 class KubeConfig;
+namespace kube {
+class TlsContextCache;  // internal: one OpenSSL context per TLS material (src/kube/websocket_tls.hpp)
+}  // namespace kube
 
 // The container and program the exec runs (PROTOCOL.md §1).
 inline constexpr const char* kKelosAgentContainer = "kelos-agent";
@@ -27,6 +30,24 @@ inline const std::vector<std::string>& DefaultExecCommand() {
 // The sub-protocols offered, in order of preference (v5 adds the stdin half-close).
 inline constexpr const char* kExecProtocolV5 = "v5.channel.k8s.io";
 inline constexpr const char* kExecProtocolV4 = "v4.channel.k8s.io";
+
+// Liveness of an open exec stream. A stream can sit idle for the whole of a long turn, and a peer or
+// middlebox that vanished without a FIN or RST (a node lost, a NAT entry expired, a load balancer
+// failed over) leaves a half-open connection that a read would wait on forever. So the client pings
+// every kExecPingInterval and ends the stream (Errc::connection_lost, which makes a driver reconnect)
+// when nothing, not even the pong, came back within kExecPongTimeout of the ping going out: a dead
+// peer is noticed within 40 s (interval + timeout), well inside a minute. 20 s also stays inside the
+// 60 s idle timeout common to load balancers and NATs (AWS ELB's default), so an idle stream is not
+// cut by one; the cost is one small frame each way.
+inline constexpr std::chrono::milliseconds kExecPingInterval{20'000};
+inline constexpr std::chrono::milliseconds kExecPongTimeout{20'000};
+// TCP keepalive on the same socket, the backstop when pings are disabled or cannot be written: the
+// first probe after 30 s of silence, then every 10 s, dead after 3 unanswered, so within a minute;
+// unacknowledged writes are given up after the same 60 s (TCP_USER_TIMEOUT) instead of the kernel's
+// ~15 minutes of retransmissions.
+inline constexpr std::chrono::seconds kExecTcpKeepaliveIdle{30};
+inline constexpr std::chrono::seconds kExecTcpKeepaliveInterval{10};
+inline constexpr int kExecTcpKeepaliveCount = 3;
 
 // How to reach the API server, everything in memory. Built from a KubeConfig by the KubeConfig
 // constructor of KubeExecConnector, or by hand (tests, callers with their own credentials).
@@ -48,6 +69,15 @@ struct KubeExecEndpoint {
   std::chrono::milliseconds connect_timeout{30'000};    // DNS + TCP + proxy + TLS
   std::chrono::milliseconds handshake_timeout{30'000};  // the HTTP upgrade
   std::chrono::milliseconds close_timeout{5'000};       // waiting for the server's close frame
+  // Liveness of an open stream (see kExecPingInterval); tests shorten them. A zero ping_interval
+  // turns pings off (TCP keepalive stays on).
+  std::chrono::milliseconds ping_interval{kExecPingInterval};
+  std::chrono::milliseconds pong_timeout{kExecPongTimeout};
+  // Where the connections find their TLS context, one per TLS material, so that each turn's
+  // connection does not parse the CA and build an OpenSSL context again. ExecEndpointFromConfig
+  // sets the KubeConfig's (shared by every connector made from that configuration); empty: the
+  // connector keeps its own. The contexts live as long as the last endpoint copy holding them.
+  std::shared_ptr<kube::TlsContextCache> tls_contexts;
 };
 
 // Makes exec connections to one Pod. Thread-safe; AsyncConnect may be called again to reconnect.

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kube/websocket_tls.hpp"
 #include "sessionturn/kube.hpp"
 
 namespace sessionturn::kube {
@@ -210,7 +211,11 @@ struct KubeExecConnector::Impl : std::enable_shared_from_this<KubeExecConnector:
         pod(std::move(p)),
         container(std::move(ctr)),
         command(std::move(cmd)),
-        limits(l) {}
+        limits(l) {
+    // A hand-made endpoint: this connector's connections (one per turn, and every reconnect) still
+    // share one TLS context.
+    if (!endpoint.tls_contexts) endpoint.tls_contexts = std::make_shared<kube::TlsContextCache>();
+  }
 
   std::string Describe() const { return "kube-exec:" + namespace_name + "/" + pod; }
 
@@ -265,6 +270,9 @@ struct KubeExecConnector::Impl : std::enable_shared_from_this<KubeExecConnector:
     target.connect_timeout = endpoint.connect_timeout;
     target.handshake_timeout = endpoint.handshake_timeout;
     target.close_timeout = endpoint.close_timeout;
+    target.ping_interval = endpoint.ping_interval;
+    target.pong_timeout = endpoint.pong_timeout;
+    target.tls_contexts = endpoint.tls_contexts;
     return target;
   }
 

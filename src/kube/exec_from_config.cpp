@@ -20,6 +20,8 @@ KubeExecEndpoint ExecEndpointFromConfig(const KubeConfig& kube) {
   endpoint.tls_server_name = kube.Tls().server_name;
   endpoint.insecure_skip_tls_verify = kube.Tls().insecure_skip_verify;
   endpoint.proxy_url = kube.ProxyUrl();
+  // The configuration's: every connector made from it (one per Session) shares its TLS contexts.
+  endpoint.tls_contexts = kube.ExecTlsContexts();
   endpoint.bearer_token = [kube]() { return kube.BearerToken(); };
   endpoint.invalidate_token = [kube]() { return kube.InvalidateToken(); };
   return endpoint;

@@ -24,6 +24,7 @@
 #endif
 
 #include "kube/kube_util.hpp"
+#include "kube/websocket_tls.hpp"
 #include "sessionturn/kube.hpp"
 
 extern char** environ;
@@ -84,6 +85,9 @@ struct KubeConfig::Impl {
   mutable std::string exec_token;
   mutable long long exec_expiry = 0;  // seconds since epoch; 0: no expiry given
   mutable bool exec_cached = false;
+
+  // Held here rather than process-wide so that no TLS material outlives its configuration.
+  std::shared_ptr<kube::TlsContextCache> exec_tls_contexts = std::make_shared<kube::TlsContextCache>();
 
   Result<std::string> ReadTokenFileLocked() const;
   Result<std::string> RunExecLocked() const;
@@ -624,6 +628,7 @@ const std::string& KubeConfig::ContextName() const noexcept { return impl_->cont
 const std::string& KubeConfig::ProxyUrl() const noexcept { return impl_->proxy_url; }
 const KubeTls& KubeConfig::Tls() const noexcept { return impl_->tls; }
 KubeAuthKind KubeConfig::AuthKind() const noexcept { return impl_->auth; }
+std::shared_ptr<kube::TlsContextCache> KubeConfig::ExecTlsContexts() const { return impl_->exec_tls_contexts; }
 std::string KubeConfig::Describe() const { return impl_->describe; }
 
 Result<std::string> KubeConfig::BearerToken() const {

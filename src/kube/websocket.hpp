@@ -19,8 +19,11 @@
 
 #include "sessionturn/context.hpp"
 #include "sessionturn/error.hpp"
+#include "sessionturn/kube_exec.hpp"
 
 namespace sessionturn::kube {
+
+class TlsContextCache;  // kube/websocket_tls.hpp
 
 // Largest message (all fragments together) we accept. The exec channel carries protocol lines of at
 // most 8 MiB (kMaxLineBytes) split arbitrarily into messages; 16 MiB leaves room for framing and a
@@ -35,6 +38,9 @@ inline constexpr std::size_t kMaxErrorBodyBytes = 64u << 10;
 inline constexpr std::chrono::milliseconds kDefaultWsConnectTimeout{30'000};
 inline constexpr std::chrono::milliseconds kDefaultWsHandshakeTimeout{30'000};
 inline constexpr std::chrono::milliseconds kDefaultWsCloseTimeout{5'000};
+// Liveness defaults: the exec stream's (kExecPingInterval, why there), as exec is what this client is for.
+inline constexpr std::chrono::milliseconds kDefaultWsPingInterval = kExecPingInterval;
+inline constexpr std::chrono::milliseconds kDefaultWsPongTimeout = kExecPongTimeout;
 
 namespace ws_opcode {
 inline constexpr std::uint8_t kContinuation = 0x0;
@@ -54,6 +60,15 @@ struct WsTls {
   bool insecure = false;    // skip verification (only when the kubeconfig says so)
 };
 
+// TCP keepalive of the socket (kExecTcpKeepaliveIdle, why there). TCP_USER_TIMEOUT is set to
+// idle + interval * count, so unacknowledged writes fail as soon as a silent peer would.
+struct WsTcpKeepalive {
+  bool enabled = true;
+  std::chrono::seconds idle = kExecTcpKeepaliveIdle;
+  std::chrono::seconds interval = kExecTcpKeepaliveInterval;
+  int count = kExecTcpKeepaliveCount;
+};
+
 // Where and how to open one WebSocket.
 struct WsTarget {
   std::string host;
@@ -69,7 +84,16 @@ struct WsTarget {
   std::chrono::milliseconds connect_timeout = kDefaultWsConnectTimeout;
   std::chrono::milliseconds handshake_timeout = kDefaultWsHandshakeTimeout;
   std::chrono::milliseconds close_timeout = kDefaultWsCloseTimeout;
+  // Once Start() ran, a ping every ping_interval; when nothing at all (the pong included) arrives
+  // within pong_timeout of a ping being written, the stream ends with Errc::connection_lost. Zero
+  // ping_interval: no pings.
+  std::chrono::milliseconds ping_interval = kDefaultWsPingInterval;
+  std::chrono::milliseconds pong_timeout = kDefaultWsPongTimeout;
+  WsTcpKeepalive tcp_keepalive;
   std::size_t max_message = kMaxWsMessageBytes;
+  // The owner's TLS contexts (one per material, shared by its connections); empty: this connection
+  // makes its own context.
+  std::shared_ptr<TlsContextCache> tls_contexts;
 
   std::string Describe() const;  // "wss://host:port/path" without the query
 };
@@ -129,8 +153,9 @@ class WebSocket {
     std::string data;
   };
   using ConnectHandler = std::function<void(Result<std::shared_ptr<WebSocket>> socket)>;
-  // Called per message; the final call carries an error (Errc::connection_lost naming the close code
-  // or the transport error, Errc::protocol_error, Errc::too_large) and nothing follows it.
+  // Called per message; the final call carries an error (Errc::connection_lost naming the close code,
+  // the transport error or the missed pong, Errc::protocol_error, Errc::too_large) and nothing
+  // follows it.
   using MessageHandler = std::function<void(Result<Message> message)>;
   using DoneHandler = std::function<void(Status status)>;
 
@@ -142,7 +167,8 @@ class WebSocket {
   // with the Status message), else connection_failed naming the status line.
   static void AsyncConnect(Context& context, WsTarget target, ConnectHandler handler);
 
-  // Starts delivering messages. Call once. Nothing is read before it, so nothing is lost.
+  // Starts delivering messages and the pings (a pong can only be seen once we read). Call once.
+  // Nothing is read before it, so nothing is lost. Pings from the peer are answered with pongs.
   virtual void Start(MessageHandler handler) = 0;
   // Sends one message as one frame. `done` may be empty.
   virtual void Send(std::string payload, bool binary, DoneHandler done) = 0;

@@ -18,10 +18,11 @@ urllib.parse.parse_qs returns). Behaviour, as the real API server and kubelet:
 
 Faults (keyword arguments): protocols (the sub-protocols this server accepts), exit_code and
 stderr_text (reported when the bridge ends), drop_after_bytes (cut the TCP connection without a
-Status after that many stdout bytes).
+Status after that many stdout bytes), answer_pings=False (read the client's pings and never answer
+them, keeping the connection open: a half-open API server as far as the client's pings can tell).
 
 Run as a program it is a tiny standalone server for tests: `kube_exec_ws.py --pod-socket PATH
-[--echo-peer] [--v4-only] [--exit-code N] [--stderr TEXT] [--token T] [--cert C --key K]` prints "PORT <n>" and serves until stdin
+[--echo-peer] [--v4-only] [--exit-code N] [--stderr TEXT] [--token T] [--cert C --key K] [--ignore-pings]` prints "PORT <n>" and serves until stdin
 closes; --echo-peer also runs a unix-socket line echo peer at PATH.
 """
 
@@ -133,7 +134,7 @@ class _Socket:
 
 
 def handle_exec(handler, pod_socket_path, params, protocols=(V5, V4), exit_code=None, stderr_text=None,
-                drop_after_bytes=None):
+                drop_after_bytes=None, answer_pings=True):
     headers = handler.headers
     key = headers.get("Sec-WebSocket-Key")
     if headers.get("Upgrade", "").lower() != "websocket" or not key:
@@ -194,7 +195,8 @@ def handle_exec(handler, pod_socket_path, params, protocols=(V5, V4), exit_code=
                     client_closed.set()
                     break
                 if opcode == 0x9:
-                    ws.send_frame(0xA, payload)
+                    if answer_pings:
+                        ws.send_frame(0xA, payload)
                     continue
                 if opcode in (0x1, 0x2, 0x0) and payload:
                     channel, data = payload[0], payload[1:]
@@ -306,6 +308,7 @@ def main():
     p.add_argument("--token", default=None)
     p.add_argument("--cert", default=None)
     p.add_argument("--key", default=None)
+    p.add_argument("--ignore-pings", action="store_true")
     args = p.parse_args()
     if args.echo_peer:
         ready = threading.Event()
@@ -332,7 +335,8 @@ def main():
                     _send_http_error(self, 400, "BadRequest", "unexpected container/command: %r" % (params,))
                     return
                 handle_exec(self, args.pod_socket, params, protocols=(V4,) if args.v4_only else (V5, V4),
-                            exit_code=args.exit_code, stderr_text=args.stderr, drop_after_bytes=args.drop_after)
+                            exit_code=args.exit_code, stderr_text=args.stderr, drop_after_bytes=args.drop_after,
+                            answer_pings=not args.ignore_pings)
                 return
             _send_http_error(self, 404, "NotFound", 'pods "%s" not found' % (parts[5] if len(parts) > 5 else ""))
 

@@ -11,6 +11,9 @@ test's end) or it is killed. Every connection is driven by the client's text/bin
   "close"      the server closes with code 4000, reason "bye"
   "headers"    the server answers with the request's Authorization header ("auth:<value>")
   "proto"      the server answers with the agreed sub-protocol ("proto:<name>")
+  "pings"      the server answers "pings:<count>:<payload of the last>" for the client's pings so far
+  "mute-pongs" the server answers "muted", then leaves every later ping unanswered and sends
+               nothing more, keeping the connection open (a half-open peer, as far as pings tell)
   anything else is echoed back with its type (text or binary).
 
 Options choose the handshake: --subprotocols (comma-separated, "" = none), --token (401 with a
@@ -49,7 +52,24 @@ def parse_args():
     return p.parse_args()
 
 
+def watch_pings(ws):
+    """Counts the client's pings and can stop answering them. websockets' legacy protocol answers
+    every ping it reads through `ws.pong`, so wrapping that method sees each one."""
+    state = {"count": 0, "last": b"", "muted": False}
+    answer = ws.pong
+
+    async def pong(data=b""):
+        state["count"] += 1
+        state["last"] = data if isinstance(data, bytes) else str(data).encode()
+        if not state["muted"]:
+            await answer(data)
+
+    ws.pong = pong
+    return state
+
+
 async def handler(ws, path=None):
+    pings = watch_pings(ws)
     try:
         async for message in ws:
             text = message if isinstance(message, str) else None
@@ -92,6 +112,11 @@ async def handler(ws, path=None):
                 await ws.send("auth:" + ws.request_headers.get("Authorization", ""))
             elif words == ["proto"]:
                 await ws.send("proto:" + (ws.subprotocol or ""))
+            elif words == ["pings"]:
+                await ws.send("pings:%d:%s" % (pings["count"], pings["last"].decode("ascii", "replace")))
+            elif words == ["mute-pongs"]:
+                await ws.send("muted")
+                pings["muted"] = True
             else:
                 await ws.send(message)
     except websockets.ConnectionClosed:

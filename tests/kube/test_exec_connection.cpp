@@ -7,10 +7,12 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 #include <asio.hpp>
 
 #include "kube/exec_connection.hpp"
+#include "kube/websocket_tls.hpp"
 #include "kube/ws_test_util.hpp"
 #include "sessionturn/context.hpp"
 #include "sessionturn/kube.hpp"
@@ -475,6 +477,121 @@ TEST_CASE("exec over TLS from a KubeConfig: CA, token, and a wrong CA refused", 
     auto conn = ConnectSync(*MakeKubeExecConnector(context, kube, "ns", "pod"));
     CHECK(conn);
   }
+}
+
+TEST_CASE("exec: an API server that stops answering pings fails the pending read within the pong deadline",
+          "[exec][keepalive]") {
+  ExecFake fake({"--ignore-pings"});
+  REQUIRE(fake.server->Port() > 0);
+  Context context;
+  KubeExecEndpoint endpoint = fake.Endpoint();
+  endpoint.ping_interval = std::chrono::milliseconds(200);
+  endpoint.pong_timeout = std::chrono::milliseconds(500);
+  KubeExecConnector connector(context, endpoint, "ns", "pod");
+  auto conn = ConnectSync(connector);
+  INFO((conn ? std::string() : conn.error().ToString()));
+  REQUIRE(conn);
+  REQUIRE(WriteSync(**conn, "before"));
+  auto line = ReadSync(**conn);
+  INFO(Why(line));
+  REQUIRE(line);
+  CHECK(*line == "echo:before");
+  // The fake reads our pings and never answers; its TCP connection and the runtime stay up.
+  const auto start = std::chrono::steady_clock::now();
+  line = ReadSync(**conn);
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  REQUIRE(!line);
+  INFO(line.error().ToString());
+  CHECK(line.error().code == Errc::connection_lost);  // what makes a driver reconnect
+  CHECK(line.error().message.find("no pong") != std::string::npos);
+  CHECK(line.error().message.find("every 200 ms") != std::string::npos);
+  CHECK(elapsed < std::chrono::milliseconds(200 + 500 + 3000));
+}
+
+TEST_CASE("exec: an API server that answers pings keeps an idle stream open across intervals", "[exec][keepalive]") {
+  ExecFake fake({});
+  Context context;
+  KubeExecEndpoint endpoint = fake.Endpoint();
+  endpoint.ping_interval = std::chrono::milliseconds(100);
+  endpoint.pong_timeout = std::chrono::milliseconds(300);
+  KubeExecConnector connector(context, endpoint, "ns", "pod");
+  auto conn = ConnectSync(connector);
+  REQUIRE(conn);
+  // A read pending over fifteen intervals and five deadlines, then answered.
+  auto promise = std::make_shared<std::promise<LineResult>>();
+  (*conn)->AsyncReadLine([promise](LineResult r) { promise->set_value(std::move(r)); });
+  auto future = promise->get_future();
+  CHECK(future.wait_for(std::chrono::milliseconds(1500)) == std::future_status::timeout);
+  REQUIRE(WriteSync(**conn, "after a quiet spell"));
+  REQUIRE(future.wait_for(kWait) == std::future_status::ready);
+  auto line = future.get();
+  INFO(Why(line));
+  REQUIRE(line);
+  CHECK(*line == "echo:after a quiet spell");
+  (*conn)->Close();
+}
+
+TEST_CASE("exec TLS contexts: held by the KubeConfig, shared by its connectors' connections, gone with it",
+          "[exec][tls-cache]") {
+  wstest::TempDir pki_dir;
+  auto pki = wstest::MakePki(pki_dir);
+  ExecFake fake({"--cert", pki.server_crt, "--key", pki.server_key});
+  REQUIRE(fake.server->Port() > 0);
+  Context context;
+  const std::string server = "https://127.0.0.1:" + std::to_string(fake.server->Port());
+  KubeTls tls;
+  tls.ca_pem = pki.Pem(pki.ca_crt);
+  kube::WsTls material;
+  material.ca_pem = tls.ca_pem;
+
+  std::weak_ptr<kube::TlsContextCache> weak_cache;
+  std::weak_ptr<asio::ssl::context> weak_context;
+  {
+    KubeConfig kube = KubeConfig::FromParts(server, tls, "", "ns");
+    auto cache = kube.ExecTlsContexts();
+    REQUIRE(cache);
+    CHECK(KubeConfig(kube).ExecTlsContexts() == cache);  // copies share it
+    CHECK(ExecEndpointFromConfig(kube).tls_contexts == cache);
+    weak_cache = cache;
+    // Two connectors (two Sessions' Pods), one connection each.
+    auto first = MakeKubeExecConnector(context, kube, "ns", "pod-a");
+    auto second = MakeKubeExecConnector(context, kube, "ns", "pod-b");
+    auto conn_a = ConnectSync(*first);
+    INFO((conn_a ? std::string() : conn_a.error().ToString()));
+    REQUIRE(conn_a);
+    auto conn_b = ConnectSync(*second);
+    REQUIRE(conn_b);
+    CHECK(cache->Size() == 1);
+    auto shared = cache->Get(material);
+    REQUIRE(shared);
+    CHECK(shared->use_count() == 4);  // the cache, both connections, this reference
+    weak_context = *shared;
+
+    // The same material under another configuration: that owner's own context.
+    KubeConfig other = KubeConfig::FromParts(server, tls, "", "ns");
+    CHECK(other.ExecTlsContexts() != cache);
+    auto conn_c = ConnectSync(*MakeKubeExecConnector(context, other, "ns", "pod-c"));
+    REQUIRE(conn_c);
+    auto theirs = other.ExecTlsContexts()->Get(material);
+    REQUIRE(theirs);
+    CHECK(theirs->get() != shared->get());
+    CHECK(cache->Size() == 1);
+
+    // A hand-made endpoint without a cache: the connector keeps one of its own.
+    KubeExecEndpoint endpoint = ExecEndpointFromConfig(kube);
+    endpoint.tls_contexts.reset();
+    KubeExecConnector own(context, endpoint, "ns", "pod-d");
+    auto conn_d = ConnectSync(own);
+    REQUIRE(conn_d);
+    CHECK(shared->use_count() == 4);  // not the configuration's context
+
+    for (auto* c : {&conn_a, &conn_b, &conn_c, &conn_d}) (***c).Close();
+  }
+  auto deadline = std::chrono::steady_clock::now() + kWait;
+  while ((!weak_cache.expired() || !weak_context.expired()) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(weak_cache.expired());
+  CHECK(weak_context.expired());
 }
 
 // Not a test: `st_kube "[.exec-latency]"` prints round-trip figures of the exec path through the
