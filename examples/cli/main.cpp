@@ -691,10 +691,16 @@ std::string ConnectionName(const Args& args) {
   return args.exec.empty() ? "unix:" + args.socket : args.exec[0];
 }
 
-void PrintJsonResult(const std::optional<st::TurnResult>& result, const std::optional<st::Error>& error) {
+// `ref`: where the turn stood when it ended without a result (timeout, cancel), so a script can
+// follow it later (`watch --since`), or find it in the journal.
+void PrintJsonResult(const std::optional<st::TurnResult>& result, const std::optional<st::Error>& error,
+                     const st::TurnRef& ref) {
   st::Json out = st::Json::object();
   if (result) {
+    out["requestId"] = result->request_id;
     out["turnId"] = result->turn_id;
+    out["lastEventId"] = result->last_event_id;
+    out["journalId"] = result->journal_id;
     out["status"] = std::string(st::ToString(result->status));
     out["text"] = result->text;
     out["message"] = result->error_message;
@@ -703,8 +709,12 @@ void PrintJsonResult(const std::optional<st::TurnResult>& result, const std::opt
     out["shared"] = result->shared;
     out["reconnects"] = result->reconnects;
   } else {
-    // No turn result: the status is the kind of error, so one JSON shape serves every outcome.
-    out["turnId"] = "";
+    // No turn result: the status is the kind of error, so one JSON shape serves every outcome. The
+    // turn id stays once the runtime accepted the prompt: the turn may still be in its journal.
+    out["requestId"] = ref.request_id;
+    out["turnId"] = ref.turn_id;
+    out["lastEventId"] = ref.last_event_id;
+    out["journalId"] = ref.journal_id;
     out["status"] = error->code == st::Errc::timeout ? "timeout"
                     : error->code == st::Errc::rejected ? "rejected"
                                                         : "error";
@@ -752,8 +762,13 @@ int RunTurn(const Args& args) {
   options.cancel = cancel->Token();
   options.reconnect.enabled = !args.no_reconnect;
   options.allow_commands = args.allow_commands;
+  options.request_id = st::NewRequestId();
+  st::TurnRef ref;  // advanced by the callbacks below (one worker, in order); read after the turn ended
+  ref.request_id = options.request_id;
+  options.on_accepted = [&](const st::TurnRef& accepted_ref) { ref = accepted_ref; };
   status.Set("connecting to " + ConnectionName(args));
   options.on_event = [&](const st::Event& e) {
+    if (e.id > ref.last_event_id) ref.last_event_id = e.id;
     if (e.Is(st::event_type::kUserMessage) || e.Is(st::event_type::kUserMessageUpdated)) {
       if (!accepted) {
         accepted = true;
@@ -832,8 +847,8 @@ int RunTurn(const Args& args) {
 
   st::Result<st::TurnResult> result = std::move(*outcome);
   if (args.json) {
-    if (result) PrintJsonResult(*result, std::nullopt);
-    else PrintJsonResult(std::nullopt, result.error());
+    if (result) PrintJsonResult(*result, std::nullopt, ref);
+    else PrintJsonResult(std::nullopt, result.error(), ref);
   } else if (result) {
     // Deltas are what the user saw; without any, print the final reply.
     if (!streamed_any && !result->text.empty()) std::fwrite(result->text.data(), 1, result->text.size(), stdout);
