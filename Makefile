@@ -5,6 +5,7 @@
 #   make sanitize  address+undefined build, full suite
 #   make tsan      thread-sanitizer build, full suite
 #   make fuzz      libFuzzer targets (clang), FUZZ_SECONDS each
+#   make fuzz-smoke  the same, a few seconds each from the seed corpora (CI runs it after make test)
 #   make python    leave an importable `sessionturn` package in build/python
 
 JOBS ?= $(shell nproc)
@@ -12,7 +13,7 @@ PYTHON := /usr/bin/python3
 CMAKE_COMMON := -DSESSIONTURN_PYTHON=$(PYTHON) -DPYTHON_EXECUTABLE=$(PYTHON)
 CTEST_ARGS ?=
 
-.PHONY: all bootstrap build test demo bench sanitize tsan fuzz python clean
+.PHONY: all bootstrap build test demo bench sanitize tsan fuzz-build fuzz fuzz-smoke python clean
 
 all: build
 
@@ -55,17 +56,26 @@ tsan: bootstrap
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	  ctest -j$(JOBS) --output-on-failure --timeout 900 -LE python $(CTEST_ARGS)
 
-# libFuzzer over every parser of untrusted bytes, FUZZ_SECONDS each (clang, ASan+UBSan).
+# libFuzzer over every parser of untrusted bytes (clang, ASan+UBSan) in build-fuzz: the library and
+# the fuzz targets only (no tests, examples, bindings or C library), so CI can afford it next to `make
+# test`. `make fuzz` runs each target FUZZ_SECONDS and keeps what it finds in build-fuzz/corpus;
+# `make fuzz-smoke` (CI) runs each FUZZ_SMOKE_SECONDS from its seed corpus alone (fuzz/run says how).
 FUZZ_SECONDS ?= 60
-fuzz: bootstrap
-	CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DSESSIONTURN_BUILD_FUZZ=ON \
-	  -DSESSIONTURN_BUILD_TESTS=OFF -DSESSIONTURN_BUILD_EXAMPLES=OFF -DSESSIONTURN_BUILD_PYTHON=OFF \
-	  -DSESSIONTURN_SANITIZE=address,undefined $(CMAKE_COMMON)
-	cmake --build build-fuzz -j$(JOBS)
-	for f in build-fuzz/fuzz/fuzz_*; do \
-	  name=$${f##*/fuzz_}; mkdir -p build-fuzz/corpus/$$name; \
-	  $$f -max_total_time=$(FUZZ_SECONDS) build-fuzz/corpus/$$name $$( [ -d fuzz/corpus/$$name ] && echo fuzz/corpus/$$name ) || exit 1; \
-	done
+FUZZ_SMOKE_SECONDS ?= 5
+# clang, its fuzzer and sanitizer runtimes, and llvm-symbolizer for readable reports.
+FUZZ_PACKAGES := clang libclang-rt-dev llvm
+fuzz-build:
+	SESSIONTURN_BOOTSTRAP_EXTRA="$(FUZZ_PACKAGES)" scripts/bootstrap
+	CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DSESSIONTURN_WERROR=ON \
+	  -DSESSIONTURN_BUILD_FUZZ=ON -DSESSIONTURN_BUILD_TESTS=OFF -DSESSIONTURN_BUILD_EXAMPLES=OFF \
+	  -DSESSIONTURN_BUILD_PYTHON=OFF -DSESSIONTURN_SANITIZE=address,undefined $(CMAKE_COMMON)
+	cmake --build build-fuzz -j$(JOBS) --target sessionturn_fuzz
+
+fuzz: fuzz-build
+	fuzz/run build-fuzz $(FUZZ_SECONDS)
+
+fuzz-smoke: fuzz-build
+	fuzz/run --smoke build-fuzz $(FUZZ_SMOKE_SECONDS)
 
 clean:
 	rm -rf build build-bench build-asan build-tsan build-fuzz
