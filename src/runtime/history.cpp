@@ -84,6 +84,7 @@ class Walker {
   CondensedPage Run() {
     const auto& retained = j_.retained();
     for (auto it = retained.rbegin(); it != retained.rend() && !done_; ++it) {
+      ++walked_;
       Process(it->event);
       Drain(false);
     }
@@ -101,6 +102,7 @@ class Walker {
     }
     CondensedPage page;
     page.before = done_ ? oldest_first_ : 0;
+    page.walked = walked_;
     for (auto it = included_.rbegin(); it != included_.rend(); ++it)
       for (auto& line : *it) page.lines.push_back(std::move(line));
     return page;
@@ -315,6 +317,7 @@ class Walker {
   std::size_t count_ = 0;
   std::size_t bytes_ = 0;
   std::int64_t oldest_first_ = 0;
+  std::size_t walked_ = 0;
   bool done_ = false;
 };
 
@@ -329,6 +332,7 @@ CondensedPage BuildCondensedPage(const Journal& journal, std::int64_t before, st
 std::vector<Event> PendingInputEvents(const Journal& journal) {
   std::vector<Event> out;
   for (const auto& in : journal.state().open_inputs) {
+    if (in.input_id.empty()) continue;
     const JournalEntry* entry = journal.Find(in.event_id);
     if (!entry || entry->event.type != event_type::kInputRequested) continue;
     Event ev = Normalized(entry->event);
@@ -341,19 +345,36 @@ std::vector<Event> PendingInputEvents(const Journal& journal) {
 }
 
 HistoryState CurrentHistoryState(const Journal& journal) {
+  // The runtime derives this from the retained journal alone; so does this, from the same window.
   const SessionState& st = journal.state();
   HistoryState hs;
   if (st.active) {
     hs.active_turn_id = st.active->id;
-    hs.active_turn_started = st.active_started;
     hs.turn_interrupting = st.interrupting;
+    if (const JournalEntry* started = journal.Find(st.active_started_id)) {
+      hs.active_turn_started = started->event.timestamp;
+    } else {
+      // turn.started scrolled out of the window: the turn's first retained activity says when.
+      for (const auto& entry : journal.retained()) {
+        const Event& e = entry.event;
+        if (e.turn_id != st.active->id || e.type == event_type::kUserMessage ||
+            e.type == event_type::kUserMessageUpdated || e.type == event_type::kUserMessageRemoved ||
+            e.type == event_type::kTurnCompleted)
+          continue;
+        hs.active_turn_started = e.timestamp;
+        break;
+      }
+    }
   }
-  hs.waiting_for_input = !st.open_inputs.empty();
+  for (const auto& in : st.open_inputs)
+    if (!in.input_id.empty() && journal.Find(in.event_id)) hs.waiting_for_input = true;
   if (!st.queued.empty()) {
     const TurnRecord& q = st.queued.front();
-    hs.pending_turn = PendingTurn{q.id, B(q.text, kMessageBytes), std::max<std::int64_t>(1, q.revision)};
+    const TurnIndex* idx = journal.Turn(q.id);
+    if (idx && !idx->prompts.empty())
+      hs.pending_turn = PendingTurn{q.id, B(q.text, kMessageBytes), std::max<std::int64_t>(1, q.revision)};
   }
-  hs.file_diff = BoundedDiff(st.last_file_diff);
+  if (const JournalEntry* diff = journal.Find(st.last_file_diff_id)) hs.file_diff = BoundedDiff(diff->event.diff);
   return hs;
 }
 

@@ -32,6 +32,7 @@ struct CondensedPage {
   // When older items remain: the first event id of the oldest item on this page (the next cursor's
   // beforeEventId); 0 when this page reaches the oldest retained item.
   std::int64_t before = 0;
+  std::size_t walked = 0;  // journal events the walk looked at (it stops once the page is known)
 };
 
 // Items whose first event id is below `before` (0: all), newest first until `max_items` or

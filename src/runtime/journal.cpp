@@ -112,6 +112,7 @@ void SessionState::Apply(const Event& e) {
     }
     active = std::move(turn);
     active_started = e.timestamp;
+    active_started_id = e.id;
     interrupting = false;
     ++turns_started;
   } else if (t == event_type::kTurnInterrupting) {
@@ -127,7 +128,7 @@ void SessionState::Apply(const Event& e) {
   } else if (t == event_type::kInputResolved) {
     std::erase_if(open_inputs, [&](const OpenInput& in) { return in.input_id == e.input_id; });
   } else if (t == event_type::kFileDiff) {
-    last_file_diff = e.diff;
+    last_file_diff_id = e.id;
   } else if (t == event_type::kTurnCompleted) {
     if (active && active->id == e.turn_id) {
       active.reset();

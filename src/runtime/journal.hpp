@@ -44,10 +44,11 @@ struct SessionState {
   std::int64_t turns_started = 0;  // counts every turn.started ever journaled (echo's "#N")
   std::optional<TurnRecord> active;  // started, not completed
   std::string active_started;        // the active turn's turn.started timestamp
+  std::int64_t active_started_id = 0;  // and that event's id
   bool interrupting = false;
   std::deque<TurnRecord> queued;  // accepted, not started, in order (one, but for a journal being recovered)
   std::vector<OpenInput> open_inputs;
-  Json last_file_diff;  // the newest file.diff's diff (history.end's fileDiff); never cleared
+  std::int64_t last_file_diff_id = 0;  // the newest file.diff (history.end's fileDiff, while retained)
 
   void Apply(const Event& event);
   TurnRecord* FindQueued(const std::string& turn_id);
