@@ -69,7 +69,10 @@ class CancellationSource {
 
 // Answers or declines one surfaced question (an `input.requested` of our turn). Copyable; the first
 // Answer()/Decline() on any copy wins, later calls return false. Callable from any thread, any time;
-// after the turn ended (or the answer deadline declined it) the calls return false and send nothing.
+// after the turn ended, the answer deadline declined it, or the runtime resolved it otherwise (another
+// client answered, a restart cancelled it), the calls return false and send nothing. True means the
+// decision was taken and will reach the runtime (again after a dropped stream, until it is resolved);
+// a resolution racing the call is possible, and the runtime then rejects the duplicate harmlessly.
 class Responder {
  public:
   struct Impl;
@@ -114,6 +117,8 @@ struct TurnOptions {
   // The runtime runs `!cmd` prompts as shell commands and `/goal` prompts as goals. Off by default:
   // such a prompt is refused with Errc::invalid_argument before any I/O.
   bool allow_commands = false;
+  // How long an abandoned turn may take to withdraw. Added to the timeout only when something of ours
+  // may still run: an accepted turn, or a message written less than this ago (its echo may still come).
   std::chrono::milliseconds abandon_grace = kAbandonGrace;
   // The message's requestId; empty means a fresh random one. For tests and idempotent retries.
   std::string request_id;
@@ -140,7 +145,8 @@ struct TurnResult {
   std::optional<std::chrono::milliseconds> time_to_completed;
 };
 
-// Called exactly once with the result of an async turn, on a Context worker.
+// Called exactly once with the result of an async turn, on a Context worker (on the calling thread
+// when the Context is already stopped: Errc::unavailable).
 using TurnHandler = std::function<void(Result<TurnResult> result)>;
 
 struct WatchOptions {
@@ -199,7 +205,7 @@ class Driver {
   Result<TurnResult> SubmitTurn(std::string prompt, TurnOptions options = {});
 
   // The same, asynchronously: `handler` is called exactly once, on a Context worker (also for
-  // argument errors, which are reported without I/O).
+  // argument errors, which are reported without I/O; on the calling thread when the Context is stopped).
   void AsyncSubmitTurn(std::string prompt, TurnOptions options, TurnHandler handler);
 
   // Follows a turn that an earlier process submitted (after a restart, from a persisted TurnRef):
