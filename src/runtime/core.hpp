@@ -114,6 +114,7 @@ struct Core : runtime::ConnOwner {
   void Handle(Conn& c, const ClientRequest& r);
   void Subscribe(Conn& c, const ClientRequest& r);
   void History(Conn& c, const ClientRequest& r);
+  void Prompts(Conn& c, const ClientRequest& r);
   void OnMessage(Conn& c, const ClientRequest& r);
   void OnEdit(Conn& c, const ClientRequest& r);
   void OnRemove(Conn& c, const ClientRequest& r);

@@ -101,6 +101,7 @@ void Core::Handle(Conn& c, const ClientRequest& r) {
     return;
   }
   if (t == request_type::kHistory) return History(c, r);  // answers without subscribing
+  if (t == "prompts") return Prompts(c, r);                // ditto
   const bool known = t == request_type::kMessage || t == request_type::kMessageEdit ||
                      t == request_type::kMessageRemove || t == request_type::kInput || t == request_type::kInterrupt;
   if (!known) return Reject(c, r, "unsupported client request type " + GoQuote(t));
@@ -184,6 +185,12 @@ void Core::History(Conn& c, const ClientRequest& r) {
   end.request_id = r.request_id;
   end.history_page = true;
   SendTo(c, end);
+}
+
+void Core::Prompts(Conn& c, const ClientRequest& r) {
+  runtime::PromptsAnswer answer = runtime::BuildPrompts(*journal, r.request_id, r.history_cursor);
+  if (!answer.error.empty()) return Reject(c, r, answer.error);
+  c.Send(std::make_shared<const std::string>(std::move(answer.line)), false);
 }
 
 void Core::OnMessage(Conn& c, const ClientRequest& r) {
@@ -333,7 +340,7 @@ void Core::OnInput(Conn& c, const ClientRequest& r) {
   if (r.answers.empty()) return Reject(c, r, std::string(reject_reason::kEmptyAnswers));
   for (const auto& [qid, vals] : r.answers) {
     const bool asked = std::any_of(in->questions.begin(), in->questions.end(),
-                                   [&](const InputQuestion& q) { return q.id == qid; });
+                                   [&, &qid = qid](const InputQuestion& q) { return q.id == qid; });
     if (!asked) return Reject(c, r, "input question " + GoQuote(qid) + " is not pending");
     if (vals.empty()) return Reject(c, r, "input question " + GoQuote(qid) + " must contain an answer");
   }

@@ -378,6 +378,94 @@ HistoryState CurrentHistoryState(const Journal& journal) {
   return hs;
 }
 
+PromptsAnswer BuildPrompts(const Journal& journal, const std::string& request_id, std::string_view cursor_text) {
+  constexpr std::int64_t kDefaultItems = 20;
+  constexpr std::int64_t kDefaultBytes = 128 * 1024;
+  HistoryCursor cursor{"", 0, kDefaultItems, kDefaultBytes};
+  if (!cursor_text.empty()) {
+    auto decoded = DecodeHistoryCursor(cursor_text);
+    if (!decoded) return {{}, "invalid Session history cursor"};
+    cursor = *decoded;
+  }
+  if (!cursor.journal_id.empty() && cursor.journal_id != journal.id())
+    return {{}, "Session prompt history cursor expired; reload prompts"};
+  cursor.journal_id = journal.id();
+
+  // One prompt per turn (its first event, with the latest text), or per prompt without a turn.
+  struct Prompt {
+    Event event;
+    bool alive = true;
+  };
+  std::vector<Prompt> prompts;
+  std::unordered_map<std::string, std::size_t> turns;
+  for (const auto& entry : journal.retained()) {
+    const Event& e = entry.event;
+    auto it = turns.find(e.turn_id);
+    if (e.type == event_type::kUserMessage || e.type == event_type::kUserMessageUpdated) {
+      if (!e.turn_id.empty() && it != turns.end()) {
+        prompts[it->second].event.text = e.text;
+        prompts[it->second].event.attachments = e.attachments;
+        continue;
+      }
+      if (!e.turn_id.empty()) turns[e.turn_id] = prompts.size();
+      prompts.push_back(Prompt{e});
+    } else if (e.type == event_type::kUserMessageRemoved || e.type == event_type::kTurnCompleted) {
+      if (it != turns.end() && (e.type == event_type::kUserMessageRemoved || e.status == status_value::kMerged)) {
+        prompts[it->second].alive = false;
+        turns.erase(it);
+      }
+    }
+  }
+  std::vector<const Event*> eligible;
+  for (const auto& p : prompts)
+    if (p.alive && (cursor.before_event_id == 0 || p.event.id < cursor.before_event_id)) eligible.push_back(&p.event);
+  // The same page rule as history: newest first, within both limits, at least one.
+  std::size_t start = eligible.size();
+  std::size_t bytes = 0;
+  while (start > 0 && eligible.size() - start < static_cast<std::size_t>(cursor.item_limit)) {
+    const std::size_t size = EncodeEvent(*eligible[start - 1]).size() + 1;
+    if (start < eligible.size() && bytes + size > static_cast<std::size_t>(cursor.byte_limit)) break;
+    --start;
+    bytes += size;
+  }
+  std::string next;
+  if (start > 0 && start < eligible.size()) {
+    cursor.before_event_id = eligible[start]->id;
+    next = EncodeHistoryCursor(cursor);
+  }
+  // Go's Event{type, requestId, historyCursor, prompts} and Prompt{id, text, timestamp, attachments}.
+  std::string line = "{\"type\":\"prompts\"";
+  if (!request_id.empty()) {
+    line += ",\"requestId\":";
+    detail::AppendGoJsonString(line, request_id);
+  }
+  if (!next.empty()) {
+    line += ",\"historyCursor\":";
+    detail::AppendGoJsonString(line, next);
+  }
+  if (start < eligible.size()) {
+    line += ",\"prompts\":[";
+    for (std::size_t i = start; i < eligible.size(); ++i) {
+      const Event& e = *eligible[i];
+      if (i > start) line.push_back(',');
+      line += "{\"id\":" + std::to_string(e.id) + ",\"text\":";
+      detail::AppendGoJsonString(line, e.text);
+      if (!e.timestamp.empty()) {
+        line += ",\"timestamp\":";
+        detail::AppendGoJsonString(line, e.timestamp);
+      }
+      if (e.attachments.is_array() && !e.attachments.empty()) {
+        line += ",\"attachments\":";
+        detail::AppendGoJsonValue(line, e.attachments);
+      }
+      line.push_back('}');
+    }
+    line.push_back(']');
+  }
+  line += "}\n";
+  return {std::move(line), {}};
+}
+
 std::string EncodeHistoryCursor(const HistoryCursor& c) {
   std::string json = "{\"journalId\":";
   detail::AppendGoJsonString(json, c.journal_id);

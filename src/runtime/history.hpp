@@ -48,6 +48,16 @@ std::vector<Event> PendingInputEvents(const Journal& journal);
 // question waits, the queued turn, the newest file diff.
 HistoryState CurrentHistoryState(const Journal& journal);
 
+// The answer to a `prompts` request (a page of the Session's prompts, newest last, each with its
+// latest text and its first event's id and timestamp; removed and merged turns left out): the
+// encoded `prompts` event with its '\n', or the rejection text. The limits and position come from
+// `cursor` (empty: the first page, 20 prompts / 128 KiB).
+struct PromptsAnswer {
+  std::string line;
+  std::string error;
+};
+PromptsAnswer BuildPrompts(const Journal& journal, const std::string& request_id, std::string_view cursor);
+
 // The cursor: base64url (no padding) of {"journalId","beforeEventId","itemLimit","byteLimit"}.
 struct HistoryCursor {
   std::string journal_id;

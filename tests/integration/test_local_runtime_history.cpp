@@ -885,3 +885,55 @@ TEST_CASE("history: the condensed page holds prompts, replies, notices, tools, d
   CHECK(resolved.status == "answered");
   CHECK(Expect(late.WaitFor(IsTypeOf(event_type::kTurnCompleted, "turn-3"))).status == "completed");
 }
+
+TEST_CASE("history: prompts lists each turn's prompt with its latest text, paged by the same cursor",
+          "[runtime][history]") {
+  Rt r(Provider("echo"));
+  TestClient a = r.Client();
+  REQUIRE(a.Send(ClientRequest::Subscribe(0, {}, false, 0, 0)));
+  for (int i = 1; i <= 3; ++i) {
+    REQUIRE(a.Send(ClientRequest::Message("m" + std::to_string(i), "prompt " + std::to_string(i))));
+    Expect(a.WaitFor(IsTypeOf(event_type::kTurnCompleted, "turn-" + std::to_string(i))));
+  }
+  r.rt->PauseProvider(true);
+  REQUIRE(a.Send(ClientRequest::Message("m4", "four")));
+  Expect(a.WaitFor(ForRequest("m4")));
+  REQUIRE(a.Send(ClientRequest::Remove("x4", "turn-4", 1)));  // removed: not a prompt any more
+  Expect(a.WaitFor(ForRequest("x4")));
+  REQUIRE(a.Send(ClientRequest::Message("m5", "five")));
+  Expect(a.WaitFor(ForRequest("m5")));
+  REQUIRE(a.Send(ClientRequest::Message("m6", "six")));  // merged into the queued turn-5
+  Expect(a.WaitFor(ForRequest("m6")));
+
+  std::map<std::string, Event> first;  // each turn's user.message
+  for (const auto& e : r.rt->JournalEvents())
+    if (e.type == event_type::kUserMessage) first[e.turn_id] = e;
+  auto prompt = [&](const std::string& turn, const std::string& text) {
+    const Event& e = first.at(turn);
+    return "{\"id\":" + std::to_string(e.id) + ",\"text\":\"" + text + "\",\"timestamp\":\"" + e.timestamp + "\"}";
+  };
+  TestClient b = r.Client();  // prompts does not subscribe either
+  ClientRequest p = HistoryRequest("p1", "");
+  p.type = "prompts";
+  REQUIRE(b.Send(p));
+  CHECK(Expect(b.Next()).line == "{\"type\":\"prompts\",\"requestId\":\"p1\",\"prompts\":[" + prompt("turn-1", "prompt 1") +
+                                     "," + prompt("turn-2", "prompt 2") + "," + prompt("turn-3", "prompt 3") + "," +
+                                     prompt("turn-5", "five\\n\\nsix") + "]}");
+
+  const std::string jid = r.rt->journal_id();
+  p.request_id = "p2";
+  p.history_cursor = rt::EncodeHistoryCursor({jid, first.at("turn-5").id, 2, 1 << 20});
+  REQUIRE(b.Send(p));
+  const std::string next = rt::EncodeHistoryCursor({jid, first.at("turn-2").id, 2, 1 << 20});
+  CHECK(Expect(b.Next()).line == "{\"type\":\"prompts\",\"requestId\":\"p2\",\"historyCursor\":\"" + next +
+                                     "\",\"prompts\":[" + prompt("turn-2", "prompt 2") + "," +
+                                     prompt("turn-3", "prompt 3") + "]}");
+  p.request_id = "p3";
+  p.history_cursor = rt::EncodeHistoryCursor({"another", 5, 2, 100});
+  REQUIRE(b.Send(p));
+  CHECK(Expect(b.Next()).text == "Session prompt history cursor expired; reload prompts");
+  p.request_id = "p4";
+  p.history_cursor = "!";
+  REQUIRE(b.Send(p));
+  CHECK(Expect(b.Next()).text == "invalid Session history cursor");
+}
