@@ -10,7 +10,7 @@
 /* The C ABI has its own version, independent of the C++ library's. MAJOR changes break the ABI
  * (and bump the shared library's SOVERSION); MINOR adds functions or appends struct fields. */
 #define ST_VERSION_MAJOR 1
-#define ST_VERSION_MINOR 0
+#define ST_VERSION_MINOR 1
 #define ST_VERSION_PATCH 0
 
 #if defined(_WIN32)
@@ -55,7 +55,7 @@ enum {
   ST_E_INTERNAL = -17          /* a bug in sessionturn; please report it */
 };
 
-/* The version of the library actually loaded; any out pointer may be NULL. Returns "1.0.0". */
+/* The version of the library actually loaded; any out pointer may be NULL. Returns "1.1.0". */
 ST_API const char *st_version(int *major, int *minor, int *patch);
 
 /* The message of the last failed st_* call on this thread ("" if none). Borrowed: valid until the
@@ -196,7 +196,25 @@ typedef enum st_turn_status {
 /* "completed", "failed", "interrupted", "removed"; "unknown" otherwise. Static storage. */
 ST_API const char *st_turn_status_name(int status);
 
-#define ST_TURN_OPTIONS_VERSION 1
+/* Where a turn is in the runtime's journal: what a later process needs to follow it again
+ * (st_driver_attach_turn). Passed to on_accepted as a borrowed view: every string is non-NULL
+ * (possibly "") and valid for the call only; copy what you persist. Fields are only ever appended. */
+#define ST_TURN_REF_VERSION 1
+typedef struct st_turn_ref {
+  unsigned int version;      /* ST_TURN_REF_VERSION */
+  const char *request_id;    /* the message's requestId */
+  const char *turn_id;       /* "turn-N" */
+  int64_t last_event_id;     /* the last journaled event seen */
+  const char *journal_id;    /* the journal last_event_id belongs to */
+  int64_t revision;          /* the queued turn's revision (to withdraw it); 0: unknown */
+} st_turn_ref;
+
+/* Called once when the runtime accepted the prompt (its echo, or the merge into a queued turn), on a
+ * worker: must not block. */
+typedef void (*st_turn_accepted_fn)(const st_turn_ref *ref, void *payload);
+
+/* Version 2 appended on_accepted; a version-1 struct is still accepted (without it). */
+#define ST_TURN_OPTIONS_VERSION 2
 typedef struct st_turn_options {
   unsigned int version;      /* ST_TURN_OPTIONS_VERSION */
   int64_t timeout_ms;        /* the whole turn; <= 0: 60 minutes */
@@ -207,11 +225,17 @@ typedef struct st_turn_options {
   st_question_fn on_question;/* NULL: questions are declined at once */
   void *payload;             /* passed to on_event and on_question */
   st_cancel *cancel;         /* NULL or a cancel source that abandons the turn; must outlive it */
-  const char *request_id;    /* NULL: a fresh random one */
+  const char *request_id;    /* NULL: a fresh random one (pin it for idempotent retries) */
+  /* version >= 2 */
+  st_turn_accepted_fn on_accepted; /* NULL or called once with the turn's place in the journal (with
+                                      `payload`); never called by st_driver_attach_turn */
 } st_turn_options;
-#define ST_TURN_OPTIONS_INIT {ST_TURN_OPTIONS_VERSION, 3600000, 1, 0, 600000, NULL, NULL, NULL, NULL, NULL}
+#define ST_TURN_OPTIONS_INIT {ST_TURN_OPTIONS_VERSION, 3600000, 1, 0, 600000, NULL, NULL, NULL, NULL, NULL, NULL}
 
-/* A finished turn (also when it failed or was interrupted: look at its status). */
+/* A finished turn (also when it failed or was interrupted: look at its status). The accessors are
+ * non-blocking and may be called from any thread (also a callback); strings are borrowed from the
+ * result, valid until st_turn_result_free. A NULL result gives NULL / ST_TURN_FAILED / a negative
+ * number and sets the last error. */
 typedef struct st_turn_result st_turn_result;
 ST_API const char *st_turn_result_turn_id(const st_turn_result *result);
 ST_API st_turn_status st_turn_result_status(const st_turn_result *result);
@@ -221,6 +245,13 @@ ST_API int st_turn_result_questions_declined(const st_turn_result *result);
 ST_API int st_turn_result_questions_answered(const st_turn_result *result);
 ST_API int st_turn_result_shared(const st_turn_result *result);
 ST_API int st_turn_result_reconnects(const st_turn_result *result);
+/* The message's requestId (the pinned st_turn_options.request_id, else the random one; for an
+ * attached turn the one it was submitted with). */
+ST_API const char *st_turn_result_request_id(const st_turn_result *result);
+/* The journal cursor when the turn ended: the last event id seen (> 0 for a turn that ran), and the
+ * journal it belongs to. Persist both to follow the Session on from there (st_watch_options). */
+ST_API int64_t st_turn_result_last_event_id(const st_turn_result *result);
+ST_API const char *st_turn_result_journal_id(const st_turn_result *result);
 ST_API void st_turn_result_free(st_turn_result *result);
 
 /* Submits `prompt` and blocks until the turn ends. Any thread except a worker (ST_E_WOULD_BLOCK).
@@ -235,6 +266,24 @@ typedef void (*st_turn_done_fn)(st_status status, const char *message, st_turn_r
 /* Non-blocking. ST_OK: `done` will be called exactly once. An error return: it never will. */
 ST_API st_status st_driver_submit_turn_async(st_driver *driver, const char *prompt, const st_turn_options *options,
                                              st_turn_done_fn done, void *done_payload);
+
+/* Follows a turn that an earlier process submitted (after a restart, from what it persisted, e.g. the
+ * st_turn_ref of on_accepted) and reports it as st_driver_submit_turn would, without sending the
+ * prompt again: resumes at {last_event_id, journal_id} and finds the turn by `turn_id`, or by
+ * `request_id` when turn_id is NULL or "". ST_E_NOT_FOUND when the journal after last_event_id shows
+ * no such turn; ST_E_INVALID_ARGUMENT when both ids are NULL/"" or last_event_id < 0. `revision`
+ * (0: unknown) lets an abandoned queued turn be withdrawn. `options` as for submit (timeout_ms bounds
+ * the attachment from this call; on_accepted is not called). Blocks like st_driver_submit_turn: any
+ * thread except a worker (ST_E_WOULD_BLOCK). On ST_OK *out is the caller's. */
+ST_API st_status st_driver_attach_turn(st_turn_result **out, st_driver *driver, const char *request_id,
+                                       const char *turn_id, int64_t last_event_id, const char *journal_id,
+                                       int64_t revision, const st_turn_options *options);
+/* The same without blocking; `done` as for st_driver_submit_turn_async (exactly once on ST_OK,
+ * never on an error return). Any thread. */
+ST_API st_status st_driver_attach_turn_async(st_driver *driver, const char *request_id, const char *turn_id,
+                                             int64_t last_event_id, const char *journal_id, int64_t revision,
+                                             const st_turn_options *options, st_turn_done_fn done,
+                                             void *done_payload);
 
 /* Stops whichever turn runs now (ST_E_REJECTED "Session has no active turn" otherwise). Blocks up
  * to timeout_ms (<= 0: 30 s). Not from a callback. */
@@ -343,6 +392,10 @@ typedef struct st_local_runtime_options {
 ST_API st_status st_local_runtime_start(st_local_runtime **out, const st_local_runtime_options *options);
 /* Borrowed from the handle. */
 ST_API const char *st_local_runtime_socket_path(const st_local_runtime *runtime);
+/* The runtime's journal id (*out is the caller's: st_string_free) and its last journaled event id
+ * (negative on error). Any thread, non-blocking. */
+ST_API st_status st_local_runtime_journal_id(char **out, const st_local_runtime *runtime);
+ST_API int64_t st_local_runtime_last_event_id(const st_local_runtime *runtime);
 /* Closes every connection and removes the socket; blocks until stopped. Idempotent. */
 ST_API st_status st_local_runtime_stop(st_local_runtime *runtime);
 ST_API void st_local_runtime_free(st_local_runtime *runtime);

@@ -116,6 +116,20 @@ struct QuestionView {
   }
 };
 
+// The ref's strings outlive the view: they belong to the tracker's copy for the call.
+struct TurnRefView {
+  st_turn_ref view{};
+
+  explicit TurnRefView(const st::TurnRef& ref) {
+    view.version = ST_TURN_REF_VERSION;
+    view.request_id = ref.request_id.c_str();
+    view.turn_id = ref.turn_id.c_str();
+    view.last_event_id = ref.last_event_id;
+    view.journal_id = ref.journal_id.c_str();
+    view.revision = ref.revision;
+  }
+};
+
 // Builds the C++ turn options from the C struct (NULL = defaults).
 st::Result<st::TurnOptions> MakeTurnOptions(st_driver* driver, const st_turn_options* in) {
   st::TurnOptions out;
@@ -150,6 +164,17 @@ st::Result<st::TurnOptions> MakeTurnOptions(st_driver* driver, const st_turn_opt
       });
     };
   }
+  // on_accepted was appended in version 2: a version-1 struct ends before it.
+  if (in->version >= 2 && in->on_accepted) {
+    st_turn_accepted_fn fn = in->on_accepted;
+    void* payload = in->payload;
+    out.on_accepted = [fn, payload, context](const st::TurnRef& ref) {
+      CallUser(context, "on_accepted", [&] {
+        TurnRefView view(ref);
+        fn(&view.view, payload);
+      });
+    };
+  }
   return out;
 }
 
@@ -163,6 +188,36 @@ st::Status CheckPrompt(const char* prompt) {
   return {};
 }
 
+// The C++ ref from st_driver_attach_turn's arguments (NULL strings are empty; the C++ driver
+// validates the rest: an id is needed, the cursor must not be negative).
+st::TurnRef MakeTurnRef(const char* request_id, const char* turn_id, int64_t last_event_id, const char* journal_id,
+                        int64_t revision) {
+  st::TurnRef ref;
+  if (request_id) ref.request_id = request_id;
+  if (turn_id) ref.turn_id = turn_id;
+  ref.last_event_id = last_event_id;
+  if (journal_id) ref.journal_id = journal_id;
+  ref.revision = revision;
+  return ref;
+}
+
+// Hands an async turn's outcome to the C completion callback.
+st::TurnHandler MakeDoneHandler(st::Context* context, st_turn_done_fn done, void* done_payload) {
+  return [done, done_payload, context](st::Result<st::TurnResult> r) {
+    CallUser(context, "done", [&] {
+      if (r) {
+        done(ST_OK, "", new st_turn_result{std::move(*r)}, done_payload);
+      } else {
+        const st_status status = ToStatus(r.error().code);
+        done(status == ST_OK ? ST_E_INTERNAL : status, r.error().message.c_str(), nullptr, done_payload);
+      }
+    });
+  };
+}
+
+#define ST_STRINGIFY2(x) #x
+#define ST_STRINGIFY(x) ST_STRINGIFY2(x)
+
 }  // namespace
 
 // ---- Version, errors, strings ------------------------------------------------------------------------
@@ -172,7 +227,7 @@ ST_API const char* st_version(int* major, int* minor, int* patch) {
     if (major) *major = ST_VERSION_MAJOR;
     if (minor) *minor = ST_VERSION_MINOR;
     if (patch) *patch = ST_VERSION_PATCH;
-    return "1.0.0";
+    return ST_STRINGIFY(ST_VERSION_MAJOR) "." ST_STRINGIFY(ST_VERSION_MINOR) "." ST_STRINGIFY(ST_VERSION_PATCH);
   });
 }
 
@@ -451,6 +506,18 @@ ST_API int st_turn_result_reconnects(const st_turn_result* result) {
   return ResultField("st_turn_result_reconnects", result, static_cast<int>(ST_E_INVALID_ARGUMENT),
                      [](const st::TurnResult& r) { return r.reconnects; });
 }
+ST_API const char* st_turn_result_request_id(const st_turn_result* result) {
+  return ResultField("st_turn_result_request_id", result, static_cast<const char*>(nullptr),
+                     [](const st::TurnResult& r) { return r.request_id.c_str(); });
+}
+ST_API int64_t st_turn_result_last_event_id(const st_turn_result* result) {
+  return ResultField("st_turn_result_last_event_id", result, static_cast<int64_t>(ST_E_INVALID_ARGUMENT),
+                     [](const st::TurnResult& r) { return static_cast<int64_t>(r.last_event_id); });
+}
+ST_API const char* st_turn_result_journal_id(const st_turn_result* result) {
+  return ResultField("st_turn_result_journal_id", result, static_cast<const char*>(nullptr),
+                     [](const st::TurnResult& r) { return r.journal_id.c_str(); });
+}
 ST_API void st_turn_result_free(st_turn_result* result) {
   Guard("st_turn_result_free", 0, [&] {
     delete result;
@@ -482,17 +549,39 @@ ST_API st_status st_driver_submit_turn_async(st_driver* driver, const char* prom
     if (!done) return st::Fail(InvalidArgument("done is NULL"));
     auto opts = MakeTurnOptions(driver, options);
     if (!opts) return st::Fail(opts.error());
-    st::Context* context = driver->context;
-    driver->driver->AsyncSubmitTurn(prompt, std::move(*opts), [done, done_payload, context](st::Result<st::TurnResult> r) {
-      CallUser(context, "done", [&] {
-        if (r) {
-          done(ST_OK, "", new st_turn_result{std::move(*r)}, done_payload);
-        } else {
-          const st_status status = ToStatus(r.error().code);
-          done(status == ST_OK ? ST_E_INTERNAL : status, r.error().message.c_str(), nullptr, done_payload);
-        }
-      });
-    });
+    driver->driver->AsyncSubmitTurn(prompt, std::move(*opts), MakeDoneHandler(driver->context, done, done_payload));
+    return {};
+  });
+}
+
+ST_API st_status st_driver_attach_turn(st_turn_result** out, st_driver* driver, const char* request_id,
+                                       const char* turn_id, int64_t last_event_id, const char* journal_id,
+                                       int64_t revision, const st_turn_options* options) {
+  return GuardStatus("st_driver_attach_turn", [&]() -> st::Status {
+    if (!out) return st::Fail(InvalidArgument("out is NULL"));
+    *out = nullptr;
+    if (auto ok = CheckDriver(driver); !ok) return ok;
+    auto opts = MakeTurnOptions(driver, options);
+    if (!opts) return st::Fail(opts.error());
+    auto result = driver->driver->AttachTurn(MakeTurnRef(request_id, turn_id, last_event_id, journal_id, revision),
+                                             std::move(*opts));
+    if (!result) return st::Fail(result.error());
+    *out = new st_turn_result{std::move(*result)};
+    return {};
+  });
+}
+
+ST_API st_status st_driver_attach_turn_async(st_driver* driver, const char* request_id, const char* turn_id,
+                                             int64_t last_event_id, const char* journal_id, int64_t revision,
+                                             const st_turn_options* options, st_turn_done_fn done,
+                                             void* done_payload) {
+  return GuardStatus("st_driver_attach_turn_async", [&]() -> st::Status {
+    if (auto ok = CheckDriver(driver); !ok) return ok;
+    if (!done) return st::Fail(InvalidArgument("done is NULL"));
+    auto opts = MakeTurnOptions(driver, options);
+    if (!opts) return st::Fail(opts.error());
+    driver->driver->AsyncAttachTurn(MakeTurnRef(request_id, turn_id, last_event_id, journal_id, revision),
+                                    std::move(*opts), MakeDoneHandler(driver->context, done, done_payload));
     return {};
   });
 }
@@ -507,6 +596,14 @@ ST_API st_status st_driver_interrupt(st_driver* driver, int64_t timeout_ms) {
 // ---- Watch ------------------------------------------------------------------------------------------------------
 
 namespace {
+
+// A `char **out` string: malloc'd, so the caller frees it with st_string_free (std::free).
+char* CopyString(const std::string& text) {
+  char* copy = static_cast<char*>(std::malloc(text.size() + 1));
+  if (!copy) throw std::bad_alloc();
+  std::memcpy(copy, text.c_str(), text.size() + 1);
+  return copy;
+}
 
 // Lets st_watch_free guarantee that no callback runs after it returns: callbacks run under the gate's
 // lock, Close() takes it. A callback that frees its own watch already holds the lock (same thread).
@@ -624,11 +721,7 @@ ST_API st_status st_watch_journal_id(char** out, const st_watch* watch) {
     if (!out) return st::Fail(InvalidArgument("out is NULL"));
     *out = nullptr;
     if (!watch) return st::Fail(InvalidArgument("watch is NULL"));
-    const std::string id = watch->handle.journal_id();
-    char* copy = static_cast<char*>(std::malloc(id.size() + 1));
-    if (!copy) throw std::bad_alloc();
-    std::memcpy(copy, id.c_str(), id.size() + 1);
-    *out = copy;
+    *out = CopyString(watch->handle.journal_id());
     return {};
   });
 }
@@ -680,6 +773,23 @@ ST_API const char* st_local_runtime_socket_path(const st_local_runtime* runtime)
       return nullptr;
     }
     return runtime->socket_path.c_str();
+  });
+}
+
+ST_API st_status st_local_runtime_journal_id(char** out, const st_local_runtime* runtime) {
+  return GuardStatus("st_local_runtime_journal_id", [&]() -> st::Status {
+    if (!out) return st::Fail(InvalidArgument("out is NULL"));
+    *out = nullptr;
+    if (!runtime) return st::Fail(InvalidArgument("runtime is NULL"));
+    *out = CopyString(runtime->runtime->journal_id());
+    return {};
+  });
+}
+
+ST_API int64_t st_local_runtime_last_event_id(const st_local_runtime* runtime) {
+  return Guard("st_local_runtime_last_event_id", static_cast<int64_t>(ST_E_INTERNAL), [&]() -> int64_t {
+    if (!runtime) return Record(InvalidArgument("runtime is NULL"));
+    return runtime->runtime->last_event_id();
   });
 }
 

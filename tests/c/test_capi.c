@@ -284,6 +284,14 @@ static void test_null_handles(void) {
   CHECK(st_turn_result_questions_answered(NULL) < 0);
   CHECK(st_turn_result_shared(NULL) < 0);
   CHECK(st_turn_result_reconnects(NULL) < 0);
+  CHECK(st_turn_result_request_id(NULL) == NULL);
+  CHECK(strstr(st_last_error(), "result") != NULL);
+  CHECK(st_turn_result_last_event_id(NULL) < 0);
+  CHECK(st_turn_result_journal_id(NULL) == NULL);
+  CHECK(st_driver_attach_turn(&res, NULL, "req", NULL, 0, NULL, 0, NULL) == ST_E_INVALID_ARGUMENT && res == NULL);
+  CHECK(strstr(st_last_error(), "driver") != NULL);
+  CHECK(st_driver_attach_turn(NULL, NULL, "req", NULL, 0, NULL, 0, NULL) == ST_E_INVALID_ARGUMENT);
+  CHECK(st_driver_attach_turn_async(NULL, "req", NULL, 0, NULL, 0, NULL, NULL, NULL) == ST_E_INVALID_ARGUMENT);
 
   CHECK(st_watch_stop(NULL) == ST_E_INVALID_ARGUMENT);
   CHECK(st_watch_active(NULL) == ST_E_INVALID_ARGUMENT);
@@ -315,6 +323,9 @@ static void test_null_handles(void) {
   CHECK(strstr(st_last_error(), "socket_path") != NULL);
   CHECK(st_local_runtime_socket_path(NULL) == NULL);
   CHECK(st_local_runtime_stop(NULL) == ST_E_INVALID_ARGUMENT);
+  CHECK(st_local_runtime_journal_id(&s, NULL) == ST_E_INVALID_ARGUMENT && s == NULL);
+  CHECK(st_local_runtime_journal_id(NULL, NULL) == ST_E_INVALID_ARGUMENT);
+  CHECK(st_local_runtime_last_event_id(NULL) < 0);
 
   /* Every free function accepts NULL. */
   st_turn_result_free(NULL);
@@ -388,6 +399,17 @@ static void test_echo_turn(void) {
   CHECK(st_turn_result_questions_answered(res) == 0);
   CHECK(st_turn_result_shared(res) == 0);
   CHECK(st_turn_result_reconnects(res) == 0);
+  /* Not pinned: a fresh random requestId (a UUID), and the journal cursor when the turn ended. */
+  CHECK(st_turn_result_request_id(res) != NULL && strlen(st_turn_result_request_id(res)) == 36);
+  CHECK(st_turn_result_last_event_id(res) > 0);
+  CHECK(st_turn_result_last_event_id(res) <= st_local_runtime_last_event_id(fx.runtime));
+  {
+    char *journal = NULL;
+    REQUIRE(st_local_runtime_journal_id(&journal, fx.runtime) == ST_OK);
+    CHECK(journal != NULL && strlen(journal) > 0);
+    CHECK(strcmp(st_turn_result_journal_id(res), journal) == 0);
+    st_string_free(journal);
+  }
   CHECK(c.deltas_seen > 0);
   CHECK(strstr(c.deltas, "hello from C") != NULL);
   CHECK(c.completed_seen == 1);
@@ -424,7 +446,7 @@ static void test_rejected(void) {
   s = st_driver_submit_turn(&res, fx.driver, "/goal ship it", &to);
   CHECK(s == ST_E_REJECTED);
   CHECK(res == NULL);
-  CHECK(strstr(st_last_error(), "/goal is not supported") != NULL);
+  CHECK(strstr(st_last_error(), "/goal is available only in Codex Sessions") != NULL);
 
   /* Interrupt with no turn running: the runtime's reason. */
   s = st_driver_interrupt(fx.driver, WAIT_SECONDS * 1000);
@@ -702,6 +724,208 @@ static void test_exec_driver(void) {
   fixture_stop(&fx);
 }
 
+/* ---- The turn's place in the journal: on_accepted, the result's cursor, attaching ------------------------ */
+
+typedef struct accepted_state {
+  pthread_mutex_t mutex;
+  int calls;
+  unsigned int version;
+  char request_id[128];
+  char turn_id[64];
+  char journal_id[128];
+  int64_t last_event_id;
+  int64_t revision;
+} accepted_state;
+
+static void on_accepted(const st_turn_ref *ref, void *payload) {
+  accepted_state *a = (accepted_state *)payload;
+  pthread_mutex_lock(&a->mutex);
+  a->calls++;
+  a->version = ref->version;
+  snprintf(a->request_id, sizeof a->request_id, "%s", ref->request_id);
+  snprintf(a->turn_id, sizeof a->turn_id, "%s", ref->turn_id);
+  snprintf(a->journal_id, sizeof a->journal_id, "%s", ref->journal_id);
+  a->last_event_id = ref->last_event_id;
+  a->revision = ref->revision;
+  pthread_mutex_unlock(&a->mutex);
+}
+
+/* One payload for the turn's callbacks: on_event and on_accepted share st_turn_options.payload. */
+typedef struct turn_payload {
+  collector c;
+  accepted_state a;
+} turn_payload;
+
+static void on_event_tp(const st_event *e, void *payload) { on_event(e, &((turn_payload *)payload)->c); }
+static void on_accepted_tp(const st_turn_ref *ref, void *payload) { on_accepted(ref, &((turn_payload *)payload)->a); }
+
+static void turn_payload_init(turn_payload *p) {
+  collector_init(&p->c);
+  memset(&p->a, 0, sizeof p->a);
+  pthread_mutex_init(&p->a.mutex, NULL);
+}
+static void turn_payload_destroy(turn_payload *p) {
+  collector_destroy(&p->c);
+  pthread_mutex_destroy(&p->a.mutex);
+}
+
+/* A pinned request id comes back in the result; on_accepted gets the turn's ref once. */
+static void test_turn_ref(void) {
+  fixture fx;
+  turn_payload p;
+  st_turn_options to = ST_TURN_OPTIONS_INIT;
+  st_turn_result *res = NULL;
+  char *journal = NULL;
+
+  fixture_start(&fx, NULL, NULL);
+  turn_payload_init(&p);
+  to.timeout_ms = WAIT_SECONDS * 1000;
+  to.request_id = "req-c-pinned-1";
+  to.on_event = on_event_tp;
+  to.on_accepted = on_accepted_tp;
+  to.payload = &p;
+  REQUIRE(st_driver_submit_turn(&res, fx.driver, "where am I", &to) == ST_OK);
+  REQUIRE(st_local_runtime_journal_id(&journal, fx.runtime) == ST_OK);
+  CHECK(st_turn_result_status(res) == ST_TURN_COMPLETED);
+  CHECK(strcmp(st_turn_result_request_id(res), "req-c-pinned-1") == 0);
+  CHECK(strcmp(st_turn_result_journal_id(res), journal) == 0);
+  CHECK(st_turn_result_last_event_id(res) > 0);
+
+  pthread_mutex_lock(&p.a.mutex);
+  CHECK(p.a.calls == 1);
+  CHECK(p.a.version == ST_TURN_REF_VERSION);
+  CHECK(strcmp(p.a.request_id, "req-c-pinned-1") == 0);
+  CHECK(strcmp(p.a.turn_id, st_turn_result_turn_id(res)) == 0);
+  CHECK(strcmp(p.a.journal_id, journal) == 0);
+  /* Accepted at the echo: a cursor inside the turn, before the one it ended at. */
+  CHECK(p.a.last_event_id > 0 && p.a.last_event_id < st_turn_result_last_event_id(res));
+  CHECK(p.a.revision >= 1);
+  pthread_mutex_unlock(&p.a.mutex);
+  st_turn_result_free(res);
+
+  /* A version-1 options struct ends before on_accepted: the library must not read it. */
+  to.version = 1;
+  to.request_id = NULL;
+  REQUIRE(st_driver_submit_turn(&res, fx.driver, "old struct", &to) == ST_OK);
+  CHECK(st_turn_result_status(res) == ST_TURN_COMPLETED);
+  CHECK(strlen(st_turn_result_request_id(res)) == 36);
+  pthread_mutex_lock(&p.a.mutex);
+  CHECK(p.a.calls == 1);
+  pthread_mutex_unlock(&p.a.mutex);
+  st_turn_result_free(res);
+
+  st_string_free(journal);
+  turn_payload_destroy(&p);
+  fixture_stop(&fx);
+}
+
+/* Attaching to a turn submitted before: by request id from the start of the journal (the full
+ * replay shows it), by turn id from the on_accepted cursor, async; an unknown request id is not found. */
+static void test_attach_turn(void) {
+  fixture fx;
+  turn_payload p;
+  collector replay;
+  async_done d;
+  st_turn_options to = ST_TURN_OPTIONS_INIT;
+  st_turn_options ao = ST_TURN_OPTIONS_INIT;
+  st_turn_result *submitted = NULL;
+  st_turn_result *attached = NULL;
+  char *journal = NULL;
+  char turn_id[64];
+  int64_t accepted_at;
+  st_status s;
+
+  fixture_start(&fx, NULL, NULL);
+  turn_payload_init(&p);
+  to.timeout_ms = WAIT_SECONDS * 1000;
+  to.request_id = "req-c-attach-1";
+  to.on_accepted = on_accepted_tp;
+  to.payload = &p;
+  REQUIRE(st_driver_submit_turn(&submitted, fx.driver, "attach to me", &to) == ST_OK);
+  REQUIRE(st_turn_result_status(submitted) == ST_TURN_COMPLETED);
+  REQUIRE(st_local_runtime_journal_id(&journal, fx.runtime) == ST_OK);
+  snprintf(turn_id, sizeof turn_id, "%s", st_turn_result_turn_id(submitted));
+  pthread_mutex_lock(&p.a.mutex);
+  accepted_at = p.a.last_event_id;
+  pthread_mutex_unlock(&p.a.mutex);
+  REQUIRE(accepted_at > 0);
+
+  /* By request id, from the start of the journal. */
+  collector_init(&replay);
+  ao.timeout_ms = WAIT_SECONDS * 1000;
+  ao.on_event = on_event;
+  ao.payload = &replay;
+  REQUIRE(st_driver_attach_turn(&attached, fx.driver, "req-c-attach-1", NULL, 0, journal, 0, &ao) == ST_OK);
+  REQUIRE(attached != NULL);
+  CHECK(st_turn_result_status(attached) == ST_TURN_COMPLETED);
+  CHECK(strcmp(st_turn_result_turn_id(attached), turn_id) == 0);
+  CHECK(strcmp(st_turn_result_request_id(attached), "req-c-attach-1") == 0);
+  CHECK(strcmp(st_turn_result_text(attached), st_turn_result_text(submitted)) == 0);
+  CHECK(strstr(st_turn_result_text(attached), "attach to me") != NULL);
+  CHECK(strcmp(st_turn_result_journal_id(attached), journal) == 0);
+  CHECK(st_turn_result_last_event_id(attached) >= st_turn_result_last_event_id(submitted));
+  CHECK(replay.completed_seen == 1);
+  CHECK(strstr(replay.types, "turn.started") != NULL);
+  CHECK(strstr(replay.deltas, "attach to me") != NULL);
+  CHECK(replay.raw_ok);
+  st_turn_result_free(attached);
+  attached = NULL;
+
+  /* By turn id, from the cursor on_accepted reported; on_accepted is not called for an attachment. */
+  REQUIRE(st_driver_attach_turn(&attached, fx.driver, NULL, turn_id, accepted_at, journal, 0, &to) == ST_OK);
+  CHECK(st_turn_result_status(attached) == ST_TURN_COMPLETED);
+  CHECK(strcmp(st_turn_result_text(attached), st_turn_result_text(submitted)) == 0);
+  pthread_mutex_lock(&p.a.mutex);
+  CHECK(p.a.calls == 1);
+  pthread_mutex_unlock(&p.a.mutex);
+  st_turn_result_free(attached);
+  attached = NULL;
+
+  /* Async. */
+  memset(&d, 0, sizeof d);
+  latch_init(&d.done);
+  REQUIRE(st_driver_attach_turn_async(fx.driver, "req-c-attach-1", "", 0, journal, 0, NULL, on_done, &d) == ST_OK);
+  REQUIRE(latch_wait(&d.done, 1));
+  CHECK(d.status == ST_OK);
+  REQUIRE(d.result != NULL);
+  CHECK(strcmp(st_turn_result_turn_id(d.result), turn_id) == 0);
+  st_turn_result_free(d.result);
+  d.result = NULL;
+
+  /* Nothing to attach to: not found, blocking and async. */
+  s = st_driver_attach_turn(&attached, fx.driver, "req-c-nobody", NULL, 0, journal, 0, &ao);
+  CHECK(s == ST_E_NOT_FOUND);
+  CHECK(attached == NULL);
+  CHECK(strstr(st_last_error(), "req-c-nobody") != NULL);
+  REQUIRE(st_driver_attach_turn_async(fx.driver, "req-c-nobody", NULL, 0, journal, 0, &ao, on_done, &d) == ST_OK);
+  REQUIRE(latch_wait(&d.done, 2));
+  CHECK(d.status == ST_E_NOT_FOUND);
+  CHECK(strstr(d.message, "req-c-nobody") != NULL);
+  CHECK(d.result == NULL);
+
+  /* Argument errors before any I/O. */
+  CHECK(st_driver_attach_turn(&attached, fx.driver, NULL, NULL, 0, journal, 0, &ao) == ST_E_INVALID_ARGUMENT);
+  CHECK(st_driver_attach_turn(&attached, fx.driver, "", "", 0, journal, 0, &ao) == ST_E_INVALID_ARGUMENT);
+  CHECK(st_driver_attach_turn(&attached, fx.driver, "req-c-attach-1", NULL, -1, journal, 0, &ao) ==
+        ST_E_INVALID_ARGUMENT);
+  CHECK(strstr(st_last_error(), "last_event_id") != NULL);
+  CHECK(st_driver_attach_turn_async(fx.driver, "req-c-attach-1", NULL, 0, journal, 0, &ao, NULL, NULL) ==
+        ST_E_INVALID_ARGUMENT);
+  CHECK(strstr(st_last_error(), "done") != NULL);
+  ao.version = 99;
+  CHECK(st_driver_attach_turn(&attached, fx.driver, "req-c-attach-1", NULL, 0, journal, 0, &ao) ==
+        ST_E_INVALID_ARGUMENT);
+  CHECK(strstr(st_last_error(), "version") != NULL);
+  CHECK(attached == NULL);
+
+  latch_destroy(&d.done);
+  collector_destroy(&replay);
+  st_string_free(journal);
+  st_turn_result_free(submitted);
+  turn_payload_destroy(&p);
+  fixture_stop(&fx);
+}
+
 /* ---- Questions ------------------------------------------------------------------------------------------- */
 
 /* A script provider that asks one question, then replies with what it got. */
@@ -972,6 +1196,8 @@ static const test_case kCases[] = {
     {"would_block", test_would_block},
     {"watch", test_watch},
     {"exec_driver", test_exec_driver},
+    {"turn_ref", test_turn_ref},
+    {"attach_turn", test_attach_turn},
     {"question_answered_from_thread", test_question_answered_from_thread},
     {"question_never_answered", test_question_never_answered},
     {"kube_sessions", test_kube_sessions},
