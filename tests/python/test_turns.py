@@ -44,7 +44,7 @@ def test_command_prompts_are_refused_before_io(driver):
 def test_runtime_rejection(driver):
     with pytest.raises(sessionturn.RejectedError) as info:
         driver.submit_turn("/goal ship it", timeout=WAIT, allow_commands=True)
-    assert "/goal is not supported" in str(info.value)
+    assert "/goal is available only in Codex Sessions" in str(info.value)
     assert info.value.code == "rejected"
 
 

@@ -1,8 +1,8 @@
 """Persistent conversations with coding-agent Sessions, from Python.
 
 A thin facade over the compiled ``_sessionturn`` module (the C++ driver and local runtime): blocking
-calls release the GIL, callbacks run on the driver's worker thread, and ``submit_turn_async`` is the
-asyncio form of ``submit_turn``. Errors are ``sessionturn.Error`` subclasses mapped from the C++ Errc.
+calls release the GIL, callbacks run on the driver's worker thread, and ``submit_turn_async`` /
+``attach_turn_async`` are the asyncio forms of ``submit_turn`` / ``attach_turn``. Errors are ``sessionturn.Error`` subclasses mapped from the C++ Errc.
 """
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import asyncio
 from typing import Any, Callable, Optional
 
 from ._sessionturn import (  # noqa: F401  (re-exported)
+    DEFAULT_MAX_BUFFERED_BYTES,
     CancelledError,
     ConflictError,
     ConnectionFailedError,
@@ -35,6 +36,7 @@ from ._sessionturn import (  # noqa: F401  (re-exported)
     TimeoutError,
     TooLargeError,
     TurnHandle,
+    TurnRef,
     TurnResult,
     UnauthorizedError,
     UnavailableError,
@@ -44,30 +46,18 @@ from ._sessionturn import (  # noqa: F401  (re-exported)
 __version__ = "0.1.0"
 
 __all__ = [
-    "CancelledError", "ConflictError", "ConnectionFailedError", "ConnectionLostError", "Driver", "Error", "Event",
+    "DEFAULT_MAX_BUFFERED_BYTES", "CancelledError", "ConflictError", "ConnectionFailedError", "ConnectionLostError", "Driver", "Error", "Event",
     "EventStream", "FailedError", "ForbiddenError", "InternalError", "InvalidArgumentError", "IoError",
     "LocalRuntime", "NotFoundError", "ProtocolError", "Question", "QuestionRequest", "RejectedError", "Responder", "Session", "SessionClient",
-    "TimeoutError", "TooLargeError", "TurnHandle", "TurnResult", "UnauthorizedError", "UnavailableError",
+    "TimeoutError", "TooLargeError", "TurnHandle", "TurnRef", "TurnResult", "UnauthorizedError", "UnavailableError",
     "WouldBlockError",
 ]
 
 
-async def _submit_turn_async(
-    self: Driver,
-    prompt: str,
-    *,
-    timeout: float = 3600.0,
-    on_event: Optional[Callable[[Event], Any]] = None,
-    on_question: Optional[Callable[[QuestionRequest, Responder], Any]] = None,
-    reconnect: bool = True,
-    allow_commands: bool = False,
-    answer_timeout: float = 600.0,
-) -> TurnResult:
-    """The asyncio form of ``submit_turn``: awaits the turn without blocking the event loop.
-
-    Callbacks still run on the driver's worker thread (use ``loop.call_soon_threadsafe`` to reach the
-    loop from them). Cancelling the awaiting task abandons the turn.
-    """
+async def _await_turn(start: Callable[[Callable[[Optional[TurnResult], Optional[BaseException]], None]],
+                                      TurnHandle]) -> TurnResult:
+    """Starts a turn with ``start(done)`` and awaits its ``done(result, error)`` (called once, on a
+    driver worker); cancelling the awaiting task abandons the turn."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[TurnResult] = loop.create_future()
 
@@ -86,8 +76,7 @@ async def _submit_turn_async(
         except RuntimeError:
             pass  # the loop is closed: nobody is waiting any more
 
-    handle = self._start_turn(prompt, timeout, on_event, on_question, reconnect, allow_commands, answer_timeout,
-                              done)
+    handle = start(done)
     try:
         return await future
     except asyncio.CancelledError:
@@ -95,4 +84,48 @@ async def _submit_turn_async(
         raise
 
 
+async def _submit_turn_async(
+    self: Driver,
+    prompt: str,
+    *,
+    timeout: float = 3600.0,
+    on_event: Optional[Callable[[Event], Any]] = None,
+    on_question: Optional[Callable[[QuestionRequest, Responder], Any]] = None,
+    reconnect: bool = True,
+    allow_commands: bool = False,
+    answer_timeout: float = 600.0,
+    on_accepted: Optional[Callable[[TurnRef], Any]] = None,
+    request_id: Optional[str] = None,
+) -> TurnResult:
+    """The asyncio form of ``submit_turn``: awaits the turn without blocking the event loop.
+
+    Callbacks still run on the driver's worker thread (use ``loop.call_soon_threadsafe`` to reach the
+    loop from them). Cancelling the awaiting task abandons the turn.
+    """
+    return await _await_turn(lambda done: self._start_turn(
+        prompt, timeout, on_event, on_question, reconnect, allow_commands, answer_timeout, on_accepted, request_id,
+        done))
+
+
+async def _attach_turn_async(
+    self: Driver,
+    *,
+    request_id: Optional[str] = None,
+    turn_id: Optional[str] = None,
+    last_event_id: int = 0,
+    journal_id: Optional[str] = None,
+    revision: int = 0,
+    timeout: float = 3600.0,
+    on_event: Optional[Callable[[Event], Any]] = None,
+    on_question: Optional[Callable[[QuestionRequest, Responder], Any]] = None,
+    reconnect: bool = True,
+    answer_timeout: float = 600.0,
+) -> TurnResult:
+    """The asyncio form of ``attach_turn`` (callbacks and cancellation as in ``submit_turn_async``)."""
+    return await _await_turn(lambda done: self._start_attach(
+        request_id, turn_id, last_event_id, journal_id, revision, timeout, on_event, on_question, reconnect,
+        answer_timeout, done))
+
+
 Driver.submit_turn_async = _submit_turn_async  # type: ignore[attr-defined]
+Driver.attach_turn_async = _attach_turn_async  # type: ignore[attr-defined]

@@ -5,6 +5,9 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Type
 
 __version__: str
 
+# events()' default bound of the unread events' JSON lines, in bytes (64 MiB).
+DEFAULT_MAX_BUFFERED_BYTES: int
+
 class Error(Exception):
     """Base of every sessionturn error."""
 
@@ -91,9 +94,30 @@ class Responder:
     def answer(self, answers: Dict[str, List[str]]) -> bool: ...
     def decline(self) -> bool: ...
 
-class TurnResult:
+class TurnRef:
+    """Where a turn is in the runtime's journal (on_accepted's argument)."""
+
+    @property
+    def request_id(self) -> str: ...
     @property
     def turn_id(self) -> str: ...
+    @property
+    def last_event_id(self) -> int: ...
+    @property
+    def journal_id(self) -> str: ...
+    @property
+    def revision(self) -> int: ...
+    def to_dict(self) -> Dict[str, Any]: ...  # attach_turn's keyword arguments
+
+class TurnResult:
+    @property
+    def request_id(self) -> str: ...
+    @property
+    def turn_id(self) -> str: ...
+    @property
+    def last_event_id(self) -> int: ...  # the journal cursor when the turn ended
+    @property
+    def journal_id(self) -> str: ...
     @property
     def status(self) -> str: ...  # "completed" | "failed" | "interrupted" | "removed"
     @property
@@ -127,9 +151,15 @@ class EventStream(Iterator[Event]):
     def last_event_id(self) -> int: ...
     @property
     def journal_id(self) -> str: ...
+    @property
+    def max_buffered_bytes(self) -> int: ...
+    @property
+    def active(self) -> bool: ...
 
 OnEvent = Callable[[Event], Any]
 OnQuestion = Callable[[QuestionRequest, Responder], Any]
+OnAccepted = Callable[[TurnRef], Any]
+TurnDone = Callable[[Optional[TurnResult], Optional[BaseException]], Any]
 
 class Driver:
     @staticmethod
@@ -155,6 +185,8 @@ class Driver:
         reconnect: bool = True,
         allow_commands: bool = False,
         answer_timeout: float = 600.0,
+        on_accepted: Optional[OnAccepted] = None,
+        request_id: Optional[str] = None,
     ) -> TurnResult: ...
     async def submit_turn_async(
         self,
@@ -166,6 +198,36 @@ class Driver:
         reconnect: bool = True,
         allow_commands: bool = False,
         answer_timeout: float = 600.0,
+        on_accepted: Optional[OnAccepted] = None,
+        request_id: Optional[str] = None,
+    ) -> TurnResult: ...
+    def attach_turn(
+        self,
+        *,
+        request_id: Optional[str] = None,
+        turn_id: Optional[str] = None,
+        last_event_id: int = 0,
+        journal_id: Optional[str] = None,
+        revision: int = 0,
+        timeout: float = 3600.0,
+        on_event: Optional[OnEvent] = None,
+        on_question: Optional[OnQuestion] = None,
+        reconnect: bool = True,
+        answer_timeout: float = 600.0,
+    ) -> TurnResult: ...
+    async def attach_turn_async(
+        self,
+        *,
+        request_id: Optional[str] = None,
+        turn_id: Optional[str] = None,
+        last_event_id: int = 0,
+        journal_id: Optional[str] = None,
+        revision: int = 0,
+        timeout: float = 3600.0,
+        on_event: Optional[OnEvent] = None,
+        on_question: Optional[OnQuestion] = None,
+        reconnect: bool = True,
+        answer_timeout: float = 600.0,
     ) -> TurnResult: ...
     def _start_turn(
         self,
@@ -176,7 +238,23 @@ class Driver:
         reconnect: bool,
         allow_commands: bool,
         answer_timeout: float,
-        done: Callable[[Optional[TurnResult], Optional[BaseException]], Any],
+        on_accepted: Optional[OnAccepted],
+        request_id: Optional[str],
+        done: TurnDone,
+    ) -> TurnHandle: ...
+    def _start_attach(
+        self,
+        request_id: Optional[str],
+        turn_id: Optional[str],
+        last_event_id: int,
+        journal_id: Optional[str],
+        revision: int,
+        timeout: float,
+        on_event: Optional[OnEvent],
+        on_question: Optional[OnQuestion],
+        reconnect: bool,
+        answer_timeout: float,
+        done: TurnDone,
     ) -> TurnHandle: ...
     def events(
         self,
@@ -185,6 +263,7 @@ class Driver:
         journal_id: Optional[str] = None,
         timeout: Optional[float] = None,
         reconnect: bool = True,
+        max_buffered_bytes: int = ...,  # DEFAULT_MAX_BUFFERED_BYTES
     ) -> EventStream: ...
     def interrupt(self, timeout: float = 30.0) -> None: ...
     @property

@@ -36,9 +36,12 @@ namespace {
 // How often a blocking wait wakes up to look for Ctrl-C: short enough to feel immediate, long
 // enough to cost nothing.
 constexpr std::chrono::milliseconds kSignalPollInterval{50};
-// Events a Python `events()` iterator buffers before the watch is ended with TooLargeError: a
-// consumer that stopped reading must not grow memory without bound.
-constexpr std::size_t kMaxBufferedEvents = 100000;
+// What a Python `events()` iterator may hold unread (bytes of the events' JSON lines) before the watch
+// is ended with TooLargeError:
+// a consumer that stopped reading must not grow memory without bound, and a count alone would not
+// bound it (one event may carry megabytes of tool output). Bytes, like the C++ connection's queue
+// (kDefaultMaxQueuedBytes) whose lines feed it: a consumer that keeps up never comes near it.
+constexpr std::size_t kDefaultMaxBufferedBytes = 64u << 20;
 // After Ctrl-C or a callback error the turn is abandoned; its handler is then awaited this long at
 // most (the driver's abandon grace plus slack for a loaded machine).
 constexpr std::chrono::milliseconds kAbandonWait = st::kAbandonGrace + std::chrono::seconds(10);
@@ -92,6 +95,18 @@ T Unwrap(st::Result<T> result) {
 void Check(const st::Status& status) {
   if (!status) Raise(status.error());
 }
+
+// "64 MiB" for whole MiB, else "N bytes" (the bound a TooLargeError names).
+std::string FormatBytes(std::size_t bytes) {
+  constexpr std::size_t kMiB = 1u << 20;
+  if (bytes >= kMiB && bytes % kMiB == 0) return std::to_string(bytes / kMiB) + " MiB";
+  return std::to_string(bytes) + " bytes";
+}
+
+// What one buffered event counts against the bound: its JSON line (raw_json), as the connection's
+// queue counts lines, so the bound is predictable from what the caller sees. The memory it holds is a
+// small multiple of that (the decoded fields and the struct).
+std::size_t BufferedBytes(const st::Event& e) { return e.line.empty() ? st::EncodeEvent(e).size() : e.line.size(); }
 
 std::chrono::milliseconds Seconds(double seconds) {
   if (!(seconds > 0)) {
@@ -179,14 +194,38 @@ struct PyQuestionRequest {
   }
 };
 
+// Where a turn is in the journal (on_accepted's argument): what attach_turn needs later.
+struct PyTurnRef {
+  std::string request_id, turn_id, journal_id;
+  std::int64_t last_event_id = 0, revision = 0;
+
+  static PyTurnRef From(const st::TurnRef& r) {
+    return PyTurnRef{r.request_id, r.turn_id, r.journal_id, r.last_event_id, r.revision};
+  }
+  // attach_turn's keyword arguments: `driver.attach_turn(**ref.to_dict())`, or JSON to persist.
+  py::dict ToDict() const {
+    py::dict d;
+    d["request_id"] = request_id;
+    d["turn_id"] = turn_id;
+    d["last_event_id"] = last_event_id;
+    d["journal_id"] = journal_id;
+    d["revision"] = revision;
+    return d;
+  }
+};
+
 struct PyTurnResult {
-  std::string turn_id, status, text, message;
+  std::string request_id, turn_id, status, text, message, journal_id;
   int declined_questions = 0, answered_questions = 0, reconnects = 0;
+  std::int64_t last_event_id = 0;
   bool shared = false;
 
   static PyTurnResult From(const st::TurnResult& r) {
     PyTurnResult out;
+    out.request_id = r.request_id;
     out.turn_id = r.turn_id;
+    out.last_event_id = r.last_event_id;
+    out.journal_id = r.journal_id;
     out.status = std::string(st::ToString(r.status));
     out.text = r.text;
     out.message = r.error_message;
@@ -281,8 +320,13 @@ struct WatchState {
   std::mutex mutex;
   std::condition_variable cv;
   std::deque<st::Event> events;
+  std::size_t buffered_bytes = 0;  // BufferedBytes() of `events`
+  std::size_t max_buffered_bytes = kDefaultMaxBufferedBytes;
   bool ended = false;
   std::optional<st::Error> error;
+  // The watch, once Watch() returned; an overflow before that asks for the stop here instead.
+  std::optional<st::WatchHandle> handle;
+  bool stop_requested = false;
 };
 
 class PyEventStream {
@@ -308,6 +352,7 @@ class PyEventStream {
         if (!state_->events.empty()) {
           st::Event e = std::move(state_->events.front());
           state_->events.pop_front();
+          state_->buffered_bytes -= BufferedBytes(e);
           lock.unlock();
           py::gil_scoped_acquire gil;
           return PyEvent::From(e);
@@ -341,6 +386,8 @@ class PyEventStream {
   }
   std::int64_t last_event_id() const { return handle_.last_event_id(); }
   std::string journal_id() const { return handle_.journal_id(); }
+  std::size_t max_buffered_bytes() const { return state_->max_buffered_bytes; }
+  bool active() const { return handle_.Active(); }
 
  private:
   std::shared_ptr<WatchState> state_;
@@ -384,22 +431,175 @@ class PyDriver {
   }
 
   PyTurnResult SubmitTurn(const std::string& prompt, double timeout, py::object on_event, py::object on_question,
-                          bool reconnect, bool allow_commands, double answer_timeout) {
-    // Waiting on a worker would wait for the thread that has to finish the turn.
-    if (context_->InWorkerThread()) {
-      Raise(st::Error(st::Errc::would_block,
-                      "submit_turn was called from a callback (the driver's worker thread); use "
-                      "submit_turn_async or another thread"));
-    }
+                          bool reconnect, bool allow_commands, double answer_timeout, py::object on_accepted,
+                          std::optional<std::string> request_id) {
+    RefuseOnWorker("submit_turn");
     auto state = std::make_shared<TurnState>();
     st::TurnOptions options = MakeOptions(state, timeout, std::move(on_event), std::move(on_question), reconnect,
                                           allow_commands, answer_timeout);
+    SetAcceptOptions(options, state, std::move(on_accepted), std::move(request_id));
     {
       py::gil_scoped_release release;
       driver_->AsyncSubmitTurn(prompt, std::move(options),
                                [state](st::Result<st::TurnResult> r) { state->Finish(std::move(r)); });
     }
-    // Wait in slices; between them look for Ctrl-C (only the main thread sees signals).
+    return Wait(state);
+  }
+
+  // Follows a turn an earlier process submitted (Driver::AttachTurn), blocking like SubmitTurn.
+  PyTurnResult AttachTurn(std::optional<std::string> request_id, std::optional<std::string> turn_id,
+                          std::int64_t last_event_id, std::optional<std::string> journal_id, std::int64_t revision,
+                          double timeout, py::object on_event, py::object on_question, bool reconnect,
+                          double answer_timeout) {
+    RefuseOnWorker("attach_turn");
+    auto state = std::make_shared<TurnState>();
+    st::TurnOptions options = MakeOptions(state, timeout, std::move(on_event), std::move(on_question), reconnect,
+                                          false, answer_timeout);
+    st::TurnRef ref = MakeRef(std::move(request_id), std::move(turn_id), last_event_id, std::move(journal_id), revision);
+    {
+      py::gil_scoped_release release;
+      driver_->AsyncAttachTurn(std::move(ref), std::move(options),
+                               [state](st::Result<st::TurnResult> r) { state->Finish(std::move(r)); });
+    }
+    return Wait(state);
+  }
+
+  // The asyncio facade's primitive: starts the turn and calls done(result, exception) once, on a
+  // worker (with the GIL). Returns a handle whose cancel() abandons the turn.
+  PyTurnHandle StartTurn(const std::string& prompt, double timeout, py::object on_event, py::object on_question,
+                         bool reconnect, bool allow_commands, double answer_timeout, py::object on_accepted,
+                         std::optional<std::string> request_id, py::object done) {
+    auto state = std::make_shared<TurnState>();
+    st::TurnOptions options = MakeOptions(state, timeout, std::move(on_event), std::move(on_question), reconnect,
+                                          allow_commands, answer_timeout);
+    SetAcceptOptions(options, state, std::move(on_accepted), std::move(request_id));
+    auto handler = AsyncDone(state, std::move(done), "submit_turn_async");
+    {
+      py::gil_scoped_release release;
+      driver_->AsyncSubmitTurn(prompt, std::move(options), std::move(handler));
+    }
+    return PyTurnHandle(state);
+  }
+
+  // The same for attach_turn_async.
+  PyTurnHandle StartAttach(std::optional<std::string> request_id, std::optional<std::string> turn_id,
+                           std::int64_t last_event_id, std::optional<std::string> journal_id, std::int64_t revision,
+                           double timeout, py::object on_event, py::object on_question, bool reconnect,
+                           double answer_timeout, py::object done) {
+    auto state = std::make_shared<TurnState>();
+    st::TurnOptions options = MakeOptions(state, timeout, std::move(on_event), std::move(on_question), reconnect,
+                                          false, answer_timeout);
+    st::TurnRef ref = MakeRef(std::move(request_id), std::move(turn_id), last_event_id, std::move(journal_id), revision);
+    auto handler = AsyncDone(state, std::move(done), "attach_turn_async");
+    {
+      py::gil_scoped_release release;
+      driver_->AsyncAttachTurn(std::move(ref), std::move(options), std::move(handler));
+    }
+    return PyTurnHandle(state);
+  }
+
+  std::unique_ptr<PyEventStream> Events(std::optional<std::int64_t> since, std::optional<std::string> journal_id,
+                                        std::optional<double> timeout, bool reconnect,
+                                        std::int64_t max_buffered_bytes) {
+    if (max_buffered_bytes <= 0) {
+      Raise(st::Error(st::Errc::invalid_argument,
+                      "max_buffered_bytes must be > 0, got " + std::to_string(max_buffered_bytes)));
+    }
+    auto state = std::make_shared<WatchState>();
+    state->max_buffered_bytes = static_cast<std::size_t>(max_buffered_bytes);
+    st::WatchOptions options;
+    if (since) {
+      if (*since < 0) Raise(st::Error(st::Errc::invalid_argument, "since must be >= 0"));
+      options.since = *since;
+    }
+    if (journal_id) options.journal_id = *journal_id;
+    options.reconnect.enabled = reconnect;
+    if (timeout) Seconds(*timeout);  // validates
+    st::WatchHandle handle;
+    st::Context* context = context_.get();
+    {
+      py::gil_scoped_release release;
+      handle = driver_->Watch(
+          std::move(options),
+          [state, context](const st::Event& e) {
+            std::optional<st::WatchHandle> stop;
+            {
+              std::lock_guard lock(state->mutex);
+              if (state->ended) return;
+              const std::size_t bytes = BufferedBytes(e);
+              if (state->buffered_bytes + bytes > state->max_buffered_bytes) {
+                // The events buffered so far are still delivered, then the error: nothing is dropped
+                // silently. This event and later ones are not taken; the watch is stopped.
+                state->ended = true;
+                state->error = st::Error(
+                    st::Errc::too_large,
+                    "events(): the unread events exceed the max_buffered_bytes bound of " +
+                        FormatBytes(state->max_buffered_bytes) + " (" + std::to_string(state->events.size()) +
+                        " events buffered, event " + std::to_string(e.id) +
+                        " not taken); the watch was stopped: read faster, or raise max_buffered_bytes");
+                if (state->handle) {
+                  stop = state->handle;
+                } else {
+                  state->stop_requested = true;
+                }
+              } else {
+                state->buffered_bytes += bytes;
+                state->events.push_back(e);
+              }
+            }
+            state->cv.notify_all();
+            // Not here: Stop() waits for this callback to return. A worker does it right after.
+            if (stop) context->Post([h = std::move(*stop)]() mutable { h.Stop(); });
+          },
+          [state](st::Status status) {
+            {
+              std::lock_guard lock(state->mutex);
+              if (!state->ended) {
+                state->ended = true;
+                if (!status) state->error = status.error();
+              }
+            }
+            state->cv.notify_all();
+          });
+      bool stop_now;
+      {
+        std::lock_guard lock(state->mutex);
+        state->handle = handle;
+        stop_now = state->stop_requested;
+      }
+      if (stop_now) handle.Stop();
+    }
+    return std::make_unique<PyEventStream>(state, std::move(handle), timeout);
+  }
+
+  void Interrupt(double timeout) {
+    auto t = Seconds(timeout);
+    st::Status status;
+    {
+      py::gil_scoped_release release;
+      status = driver_->Interrupt(t);
+    }
+    Check(status);
+  }
+
+  std::size_t TurnsInFlight() const { return driver_->TurnsInFlight(); }
+  const std::string& describe() const { return describe_; }
+
+ private:
+  PyDriver() : context_(std::make_unique<st::Context>()) {}
+
+  // Waiting on a worker would wait for the thread that has to finish the turn.
+  void RefuseOnWorker(const char* what) const {
+    if (context_->InWorkerThread()) {
+      Raise(st::Error(st::Errc::would_block, std::string(what) +
+                                                 " was called from a callback (the driver's worker thread); use " +
+                                                 what + "_async or another thread"));
+    }
+  }
+
+  // Waits for a started turn in slices; between them looks for Ctrl-C (only the main thread sees
+  // signals), which abandons the turn. Re-raises a callback's exception before the turn's outcome.
+  PyTurnResult Wait(const std::shared_ptr<TurnState>& state) {
     for (;;) {
       bool done;
       {
@@ -427,96 +627,56 @@ class PyDriver {
     return PyTurnResult::From(*outcome);
   }
 
-  // The asyncio facade's primitive: starts the turn and calls done(result, exception) once, on a
-  // worker (with the GIL). Returns a handle whose cancel() abandons the turn.
-  PyTurnHandle StartTurn(const std::string& prompt, double timeout, py::object on_event, py::object on_question,
-                         bool reconnect, bool allow_commands, double answer_timeout, py::object done) {
-    auto state = std::make_shared<TurnState>();
-    st::TurnOptions options = MakeOptions(state, timeout, std::move(on_event), std::move(on_question), reconnect,
-                                          allow_commands, answer_timeout);
+  // The completion of an async turn: done(result, exception) on the worker, with the GIL.
+  static st::TurnHandler AsyncDone(const std::shared_ptr<TurnState>& state, py::object done, const char* what) {
     auto done_ref = std::make_shared<PyRef>(std::move(done));
-    {
-      py::gil_scoped_release release;
-      driver_->AsyncSubmitTurn(prompt, std::move(options), [state, done_ref](st::Result<st::TurnResult> r) {
-        py::gil_scoped_acquire gil;
-        try {
-          if (state->callback_error) {
-            py::object exc = state->callback_error->value();
-            state->callback_error.reset();
-            done_ref->get()(py::none(), exc);
-          } else if (r) {
-            done_ref->get()(PyTurnResult::From(*r), py::none());
-          } else {
-            done_ref->get()(py::none(), MakeException(r.error()));
-          }
-        } catch (py::error_already_set& e) {
-          e.discard_as_unraisable("sessionturn: the completion callback of submit_turn_async");
+    std::string unraisable = std::string("sessionturn: the completion callback of ") + what;
+    return [state, done_ref, unraisable](st::Result<st::TurnResult> r) {
+      py::gil_scoped_acquire gil;
+      try {
+        if (state->callback_error) {
+          py::object exc = state->callback_error->value();
+          state->callback_error.reset();
+          done_ref->get()(py::none(), exc);
+        } else if (r) {
+          done_ref->get()(PyTurnResult::From(*r), py::none());
+        } else {
+          done_ref->get()(py::none(), MakeException(r.error()));
         }
-      });
-    }
-    return PyTurnHandle(state);
+      } catch (py::error_already_set& e) {
+        e.discard_as_unraisable(unraisable.c_str());
+      }
+    };
   }
 
-  std::unique_ptr<PyEventStream> Events(std::optional<std::int64_t> since, std::optional<std::string> journal_id,
-                       std::optional<double> timeout, bool reconnect) {
-    auto state = std::make_shared<WatchState>();
-    st::WatchOptions options;
-    if (since) {
-      if (*since < 0) Raise(st::Error(st::Errc::invalid_argument, "since must be >= 0"));
-      options.since = *since;
-    }
-    if (journal_id) options.journal_id = *journal_id;
-    options.reconnect.enabled = reconnect;
-    if (timeout) Seconds(*timeout);  // validates
-    st::WatchHandle handle;
-    {
-      py::gil_scoped_release release;
-      handle = driver_->Watch(
-          std::move(options),
-          [state](const st::Event& e) {
-            {
-              std::lock_guard lock(state->mutex);
-              if (state->ended) return;
-              if (state->events.size() >= kMaxBufferedEvents) {
-                state->ended = true;
-                state->error = st::Error(st::Errc::too_large,
-                                         "events() buffered " + std::to_string(kMaxBufferedEvents) +
-                                             " unread events; the watch was ended (read faster or filter)");
-              } else {
-                state->events.push_back(e);
-              }
-            }
-            state->cv.notify_all();
-          },
-          [state](st::Status status) {
-            {
-              std::lock_guard lock(state->mutex);
-              if (!state->ended) {
-                state->ended = true;
-                if (!status) state->error = status.error();
-              }
-            }
-            state->cv.notify_all();
-          });
-    }
-    return std::make_unique<PyEventStream>(state, std::move(handle), timeout);
+  static st::TurnRef MakeRef(std::optional<std::string> request_id, std::optional<std::string> turn_id,
+                             std::int64_t last_event_id, std::optional<std::string> journal_id,
+                             std::int64_t revision) {
+    // The driver refuses a ref without either id and a negative cursor (InvalidArgumentError).
+    if (revision < 0) Raise(st::Error(st::Errc::invalid_argument, "revision must be >= 0"));
+    st::TurnRef ref;
+    if (request_id) ref.request_id = std::move(*request_id);
+    if (turn_id) ref.turn_id = std::move(*turn_id);
+    ref.last_event_id = last_event_id;
+    if (journal_id) ref.journal_id = std::move(*journal_id);
+    ref.revision = revision;
+    return ref;
   }
 
-  void Interrupt(double timeout) {
-    auto t = Seconds(timeout);
-    st::Status status;
-    {
-      py::gil_scoped_release release;
-      status = driver_->Interrupt(t);
+  // submit_turn's on_accepted (called with a TurnRef, on the worker) and its pinned request id.
+  static void SetAcceptOptions(st::TurnOptions& options, const std::shared_ptr<TurnState>& state,
+                               py::object on_accepted, std::optional<std::string> request_id) {
+    if (request_id) {
+      if (request_id->empty()) Raise(st::Error(st::Errc::invalid_argument, "request_id is empty (pass None for a fresh one)"));
+      options.request_id = std::move(*request_id);
     }
-    Check(status);
+    if (on_accepted.is_none()) return;
+    if (!PyCallable_Check(on_accepted.ptr())) throw py::type_error("on_accepted must be callable or None");
+    auto ref = std::make_shared<PyRef>(std::move(on_accepted));
+    options.on_accepted = [state, ref](const st::TurnRef& r) {
+      CallPython(state, [&] { ref->get()(PyTurnRef::From(r)); });
+    };
   }
-
-  std::size_t TurnsInFlight() const { return driver_->TurnsInFlight(); }
-  const std::string& describe() const { return describe_; }
-
- private:
-  PyDriver() : context_(std::make_unique<st::Context>()) {}
 
   st::TurnOptions MakeOptions(const std::shared_ptr<TurnState>& state, double timeout, py::object on_event,
                               py::object on_question, bool reconnect, bool allow_commands, double answer_timeout) {
@@ -685,6 +845,7 @@ py::object sessionturn::python::NewDriver(const std::function<std::shared_ptr<st
 PYBIND11_MODULE(_sessionturn, m) {
   m.doc() = "sessionturn C++ bindings (use the `sessionturn` package)";
   RegisterErrors(m);
+  m.attr("DEFAULT_MAX_BUFFERED_BYTES") = static_cast<std::int64_t>(kDefaultMaxBufferedBytes);
 
   py::class_<PyEvent>(m, "Event", "One event of a turn or a watch.")
       .def_readonly("id", &PyEvent::id)
@@ -729,8 +890,25 @@ PYBIND11_MODULE(_sessionturn, m) {
       .def("decline", &PyResponder::Decline, "Decline. True when this call declined.")
       .def_property_readonly("input_id", &PyResponder::input_id);
 
+  py::class_<PyTurnRef>(m, "TurnRef",
+                        "Where a turn is in the runtime's journal (on_accepted's argument): persist it to follow "
+                        "the turn from another process with Driver.attach_turn(**ref.to_dict()).")
+      .def_readonly("request_id", &PyTurnRef::request_id)
+      .def_readonly("turn_id", &PyTurnRef::turn_id)
+      .def_readonly("last_event_id", &PyTurnRef::last_event_id)
+      .def_readonly("journal_id", &PyTurnRef::journal_id)
+      .def_readonly("revision", &PyTurnRef::revision)
+      .def("to_dict", &PyTurnRef::ToDict, "The fields as a dict (attach_turn's keyword arguments).")
+      .def("__repr__", [](const PyTurnRef& r) {
+        return "<sessionturn.TurnRef " + r.turn_id + " request=" + r.request_id + " at " + r.journal_id + "/" +
+               std::to_string(r.last_event_id) + ">";
+      });
+
   py::class_<PyTurnResult>(m, "TurnResult", "A finished turn (also a failed or interrupted one: see status).")
+      .def_readonly("request_id", &PyTurnResult::request_id, "The message's requestId.")
       .def_readonly("turn_id", &PyTurnResult::turn_id)
+      .def_readonly("last_event_id", &PyTurnResult::last_event_id, "The journal cursor when the turn ended.")
+      .def_readonly("journal_id", &PyTurnResult::journal_id, "The journal last_event_id belongs to.")
       .def_readonly("status", &PyTurnResult::status)
       .def_readonly("text", &PyTurnResult::text)
       .def_readonly("message", &PyTurnResult::message)
@@ -753,7 +931,10 @@ PYBIND11_MODULE(_sessionturn, m) {
       .def("__enter__", [](PyEventStream& s) -> PyEventStream& { return s; })
       .def("__exit__", [](PyEventStream& s, py::object, py::object, py::object) { s.Close(); })
       .def_property_readonly("last_event_id", &PyEventStream::last_event_id)
-      .def_property_readonly("journal_id", &PyEventStream::journal_id);
+      .def_property_readonly("journal_id", &PyEventStream::journal_id)
+      .def_property_readonly("max_buffered_bytes", &PyEventStream::max_buffered_bytes)
+      .def_property_readonly("active", &PyEventStream::active,
+                             "True while the watch runs (False after close(), its end, or a TooLargeError stop).");
 
   py::class_<PyDriver>(m, "Driver", "Talks to one Session runtime. Thread-safe.")
       .def_static("unix", &PyDriver::Unix, py::arg("path"), "A driver for the runtime at a unix socket path.")
@@ -761,16 +942,33 @@ PYBIND11_MODULE(_sessionturn, m) {
                   "A driver that runs argv (no shell) and speaks over its stdin/stdout.")
       .def("submit_turn", &PyDriver::SubmitTurn, py::arg("prompt"), py::kw_only(), py::arg("timeout") = 3600.0,
            py::arg("on_event") = py::none(), py::arg("on_question") = py::none(), py::arg("reconnect") = true,
-           py::arg("allow_commands") = false, py::arg("answer_timeout") = 600.0,
-           "Submit a prompt and block until the turn ends (the GIL is released; Ctrl-C abandons the turn).")
+           py::arg("allow_commands") = false, py::arg("answer_timeout") = 600.0, py::arg("on_accepted") = py::none(),
+           py::arg("request_id") = py::none(),
+           "Submit a prompt and block until the turn ends (the GIL is released; Ctrl-C abandons the turn). "
+           "on_accepted(TurnRef) runs once when the runtime accepted the prompt; request_id pins the message's "
+           "requestId (None: a fresh random one).")
+      .def("attach_turn", &PyDriver::AttachTurn, py::kw_only(), py::arg("request_id") = py::none(),
+           py::arg("turn_id") = py::none(), py::arg("last_event_id") = 0, py::arg("journal_id") = py::none(),
+           py::arg("revision") = 0, py::arg("timeout") = 3600.0, py::arg("on_event") = py::none(),
+           py::arg("on_question") = py::none(), py::arg("reconnect") = true, py::arg("answer_timeout") = 600.0,
+           "Follow a turn an earlier process submitted, from {last_event_id, journal_id}, found by turn_id or "
+           "(turn_id None) by request_id, and block until it ends as submit_turn would, without sending the "
+           "prompt again. NotFoundError when the journal shows no such turn.")
       .def("_start_turn", &PyDriver::StartTurn, py::arg("prompt"), py::arg("timeout"), py::arg("on_event"),
            py::arg("on_question"), py::arg("reconnect"), py::arg("allow_commands"), py::arg("answer_timeout"),
+           py::arg("on_accepted"), py::arg("request_id"), py::arg("done"), py::keep_alive<0, 1>())
+      .def("_start_attach", &PyDriver::StartAttach, py::arg("request_id"), py::arg("turn_id"),
+           py::arg("last_event_id"), py::arg("journal_id"), py::arg("revision"), py::arg("timeout"),
+           py::arg("on_event"), py::arg("on_question"), py::arg("reconnect"), py::arg("answer_timeout"),
            py::arg("done"), py::keep_alive<0, 1>())
       .def("events", &PyDriver::Events, py::arg("since") = py::none(), py::kw_only(),
            py::arg("journal_id") = py::none(), py::arg("timeout") = py::none(), py::arg("reconnect") = true,
+           py::arg("max_buffered_bytes") = static_cast<std::int64_t>(kDefaultMaxBufferedBytes),
            py::keep_alive<0, 1>(),  // the stream's watch runs on the driver's Context
            "Iterate over the Session's events from `since` (None: the retained journal). `timeout` bounds the "
-           "wait for each event (TimeoutError).")
+           "wait for each event (TimeoutError). The unread events' JSON lines may hold up to max_buffered_bytes "
+           "(default DEFAULT_MAX_BUFFERED_BYTES, 64 MiB); beyond it the watch stops and, after the events "
+           "buffered so far, iteration raises TooLargeError.")
       .def("interrupt", &PyDriver::Interrupt, py::arg("timeout") = 30.0,
            "Stop whichever turn runs now (RejectedError when none does).")
       .def_property_readonly("turns_in_flight", &PyDriver::TurnsInFlight)
