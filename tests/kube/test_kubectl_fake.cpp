@@ -192,9 +192,14 @@ TEST_CASE("kubectl against the fake: exec -i reaches a local runtime through the
   bool seen = false;
   for (const auto& r : requests) seen = seen || r.text == "hello through kubectl";
   CHECK(seen);
+  // The fake logs a request when its handler returns, which for an exec is after the stream ended
+  // (possibly after kubectl exited): wait for the entry instead of reading the log once.
   bool upgraded = false;
-  for (const auto& e : fake.RequestLog()) {
-    if (std::string(e["path"]).find("/pods/agent-pod/exec") != std::string::npos && e["status"] == 101) upgraded = true;
+  for (int i = 0; i < 200 && !upgraded; ++i) {
+    for (const auto& e : fake.RequestLog()) {
+      if (std::string(e["path"]).find("/pods/agent-pod/exec") != std::string::npos && e["status"] == 101) upgraded = true;
+    }
+    if (!upgraded) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   CHECK(upgraded);
 }
