@@ -85,8 +85,9 @@ void TurnOp::HandleStep(const Event& event, TurnStep step) {
     }
   }
   if (step.started) started_at_turn_ = now;
-  if (step.deliver && options_.on_event) CallUser(ctx(), "the on_event callback", [&] { options_.on_event(event); });
+  // Before the event is delivered: a caller that sees input.resolved finds its responder closed.
   for (const auto& id : step.resolved) CloseQuestion(id);
+  if (step.deliver && options_.on_event) CallUser(ctx(), "the on_event callback", [&] { options_.on_event(event); });
   if (step.question && !step.finished) SurfaceQuestion(*step.question);
   if (!step.finished) {
     SendAll(std::move(step.requests));
