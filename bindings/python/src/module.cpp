@@ -37,10 +37,10 @@ namespace {
 // enough to cost nothing.
 constexpr std::chrono::milliseconds kSignalPollInterval{50};
 // What a Python `events()` iterator may hold unread (bytes of the events' JSON lines) before the watch
-// is ended with TooLargeError:
-// a consumer that stopped reading must not grow memory without bound, and a count alone would not
-// bound it (one event may carry megabytes of tool output). Bytes, like the C++ connection's queue
-// (kDefaultMaxQueuedBytes) whose lines feed it: a consumer that keeps up never comes near it.
+// is ended with TooLargeError: a consumer that stopped reading must not grow memory without bound,
+// and a count alone would not bound it (one event may carry megabytes of tool output). Bytes, like
+// the C++ connection's queue (kDefaultMaxQueuedBytes) whose lines feed it: a consumer that keeps up
+// never comes near it.
 constexpr std::size_t kDefaultMaxBufferedBytes = 64u << 20;
 // After Ctrl-C or a callback error the turn is abandoned; its handler is then awaited this long at
 // most (the driver's abandon grace plus slack for a loaded machine).
