@@ -117,8 +117,8 @@ TEST_CASE("cli: --json prints one object with the documented keys", "[cli]") {
   INFO(run.err);
   REQUIRE(run.exit_code == 0);
   auto j = nlohmann::json::parse(run.out);
-  for (const char* key : {"turnId", "status", "text", "message", "declinedQuestions", "answeredQuestions",
-                          "shared", "reconnects"}) {
+  for (const char* key : {"requestId", "turnId", "lastEventId", "journalId", "status", "text", "message",
+                          "declinedQuestions", "answeredQuestions", "shared", "reconnects"}) {
     INFO(key);
     REQUIRE(j.contains(key));
   }
@@ -127,6 +127,9 @@ TEST_CASE("cli: --json prints one object with the documented keys", "[cli]") {
   REQUIRE(j["turnId"].get<std::string>().rfind("turn-", 0) == 0);
   REQUIRE(j["shared"] == false);
   REQUIRE(j["reconnects"] == 0);
+  CHECK(j["journalId"] == runtime->journal_id());
+  CHECK(j["lastEventId"] == runtime->last_event_id());
+  CHECK(j["requestId"].get<std::string>().size() == 36);
 }
 
 TEST_CASE("cli: a failed turn exits 1 with the error text", "[cli]") {
@@ -167,7 +170,15 @@ TEST_CASE("cli: a turn that does not finish in time exits 4", "[cli]") {
   auto run = RunCli({"turn", "--json", "--timeout", "1", "--socket", runtime->socket_path(), "slow"});
   INFO(run.err);
   REQUIRE(run.exit_code == 4);
-  REQUIRE(nlohmann::json::parse(run.out)["status"] == "timeout");
+  auto j = nlohmann::json::parse(run.out);
+  REQUIRE(j["status"] == "timeout");
+  // The turn was accepted (queued behind the paused provider): its id and cursor are kept, so a script
+  // can follow it later.
+  CHECK(j["turnId"] == "turn-1");
+  CHECK(j["journalId"] == runtime->journal_id());
+  CHECK(j["lastEventId"].get<std::int64_t>() > 0);
+  CHECK(j["requestId"].get<std::string>().size() == 36);
+  CHECK_THAT(j["message"].get<std::string>(), Catch::Contains("turn-1"));
   runtime->PauseProvider(false);
 }
 
