@@ -240,6 +240,39 @@ class ShellRun : public TurnRun, public std::enable_shared_from_this<ShellRun> {
   bool killed_ = false;
 };
 
+// A shell turn when shell commands are disabled: one failed tool event, then the turn fails.
+class DisabledShellRun : public TurnRun {
+ public:
+  DisabledShellRun(std::shared_ptr<TurnHost> host, TurnInput input, std::string command)
+      : host_(std::move(host)), input_(std::move(input)), command_(std::move(command)) {}
+  void Start() override {
+    asio::post(host_->io(), [host = host_, tool_id = input_.turn_id + "-shell", cmd = command_] {
+      Event started;
+      started.type = std::string(event_type::kToolStarted);
+      started.tool_id = tool_id;
+      started.tool_name = cmd;
+      started.status = std::string(status_value::kRunning);
+      host->Emit(std::move(started));
+      Event done;
+      done.type = std::string(event_type::kToolCompleted);
+      done.tool_id = tool_id;
+      done.tool_name = cmd;
+      done.output = std::string(kShellDisabledText);
+      done.status = std::string(status_value::kFailed);
+      host->Emit(std::move(done));
+      host->Done(std::string(status_value::kFailed), std::string(kShellDisabledText));
+    });
+  }
+  void Interrupt() override {}
+  void Kill() override {}
+  void InputResolved(const std::string&, bool, const std::map<std::string, std::vector<std::string>>&) override {}
+
+ private:
+  std::shared_ptr<TurnHost> host_;
+  TurnInput input_;
+  std::string command_;
+};
+
 }  // namespace
 
 Result<int> SpawnInGroup(const std::vector<std::string>& argv, int in, int out, int err,
@@ -281,6 +314,10 @@ Result<int> SpawnInGroup(const std::vector<std::string>& argv, int in, int out, 
 
 std::shared_ptr<TurnRun> NewShellRun(std::shared_ptr<TurnHost> host, TurnInput input, std::string command) {
   return std::make_shared<ShellRun>(std::move(host), std::move(input), std::move(command));
+}
+
+std::shared_ptr<TurnRun> NewDisabledShellRun(std::shared_ptr<TurnHost> host, TurnInput input, std::string command) {
+  return std::make_shared<DisabledShellRun>(std::move(host), std::move(input), std::move(command));
 }
 
 }  // namespace sessionturn::runtime
