@@ -114,44 +114,37 @@ void ReportNow(Context& context, Handler handler, Value value) {
 
 }  // namespace
 
-void Driver::AsyncSubmitTurn(std::string prompt, TurnOptions options, TurnHandler handler) {
-  if (impl_->context.Stopped()) {
-    return ReportNow(impl_->context, std::move(handler), Result<TurnResult>(Fail(StoppedContextError("the turn"))));
+namespace {
+// Starts a turn op once the checks passed; a failed check is reported without I/O.
+void StartTurn(const std::shared_ptr<Driver::Impl>& impl, Status valid, std::string prompt, TurnTrackerOptions tracker,
+               TurnOptions options, TurnHandler handler) {
+  if (impl->context.Stopped()) {
+    return ReportNow(impl->context, std::move(handler), Result<TurnResult>(Fail(StoppedContextError("the turn"))));
   }
-  if (auto valid = ValidateTurn(prompt, options); !valid) {
-    return ReportNow(impl_->context, std::move(handler), Result<TurnResult>(Fail(valid.error())));
-  }
+  if (!valid) return ReportNow(impl->context, std::move(handler), Result<TurnResult>(Fail(valid.error())));
   if (options.cancel.IsCancelled()) {
-    return ReportNow(impl_->context, std::move(handler),
-                     Result<TurnResult>(Fail(Errc::cancelled, "the turn was cancelled before it was sent")));
+    return ReportNow(impl->context, std::move(handler),
+                     Result<TurnResult>(Fail(Errc::cancelled, "the turn was cancelled before it started")));
   }
-  TurnTrackerOptions tracker{options.questions, options.request_id, std::nullopt};
-  auto op = std::make_shared<TurnOp>(impl_, std::move(prompt), std::move(tracker), std::move(options), std::move(handler));
+  auto op = std::make_shared<TurnOp>(impl, std::move(prompt), std::move(tracker), std::move(options), std::move(handler));
   {
-    std::lock_guard lock(impl_->mu);
-    impl_->turns.emplace(op.get(), op);
+    std::lock_guard lock(impl->mu);
+    impl->turns.emplace(op.get(), op);
   }
   op->Start();
 }
+}  // namespace
+
+void Driver::AsyncSubmitTurn(std::string prompt, TurnOptions options, TurnHandler handler) {
+  Status valid = ValidateTurn(prompt, options);
+  TurnTrackerOptions tracker{options.questions, options.request_id, std::nullopt};
+  StartTurn(impl_, std::move(valid), std::move(prompt), std::move(tracker), std::move(options), std::move(handler));
+}
 
 void Driver::AsyncAttachTurn(TurnRef ref, TurnOptions options, TurnHandler handler) {
-  if (impl_->context.Stopped()) {
-    return ReportNow(impl_->context, std::move(handler), Result<TurnResult>(Fail(StoppedContextError("the turn"))));
-  }
-  if (auto valid = ValidateAttach(ref, options); !valid) {
-    return ReportNow(impl_->context, std::move(handler), Result<TurnResult>(Fail(valid.error())));
-  }
-  if (options.cancel.IsCancelled()) {
-    return ReportNow(impl_->context, std::move(handler),
-                     Result<TurnResult>(Fail(Errc::cancelled, "the attachment was cancelled before it started")));
-  }
+  Status valid = ValidateAttach(ref, options);
   TurnTrackerOptions tracker{options.questions, {}, std::move(ref)};
-  auto op = std::make_shared<TurnOp>(impl_, std::string(), std::move(tracker), std::move(options), std::move(handler));
-  {
-    std::lock_guard lock(impl_->mu);
-    impl_->turns.emplace(op.get(), op);
-  }
-  op->Start();
+  StartTurn(impl_, std::move(valid), std::string(), std::move(tracker), std::move(options), std::move(handler));
 }
 
 namespace {

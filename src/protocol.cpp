@@ -5,6 +5,8 @@
 
 #include <simdjson.h>
 
+#include "unicode.hpp"
+
 namespace sessionturn {
 namespace {
 
@@ -665,17 +667,6 @@ std::size_t DecodeUtf8(std::string_view s, std::size_t i, char32_t& cp) {
   return len;
 }
 
-// Go's unicode.IsSpace, which strings.TrimSpace uses.
-bool IsUnicodeSpace(char32_t c) {
-  switch (c) {
-    case '\t': case '\n': case '\v': case '\f': case '\r': case ' ':
-    case 0x85: case 0xA0: case 0x1680: case 0x2028: case 0x2029: case 0x202F: case 0x205F: case 0x3000:
-      return true;
-    default:
-      return c >= 0x2000 && c <= 0x200A;
-  }
-}
-
 // Length of the last UTF-8 sequence ending at `end` (exclusive), 0 when none is valid.
 std::size_t LastRune(std::string_view s, std::size_t end, char32_t& cp) {
   for (std::size_t len = 1; len <= 4 && len <= end; ++len) {
@@ -688,6 +679,17 @@ std::size_t LastRune(std::string_view s, std::size_t end, char32_t& cp) {
 }
 
 }  // namespace
+
+// Go's unicode.IsSpace, which strings.TrimSpace uses.
+bool IsUnicodeSpace(char32_t c) {
+  switch (c) {
+    case '\t': case '\n': case '\v': case '\f': case '\r': case ' ':
+    case 0x85: case 0xA0: case 0x1680: case 0x2028: case 0x2029: case 0x202F: case 0x205F: case 0x3000:
+      return true;
+    default:
+      return c >= 0x2000 && c <= 0x200A;
+  }
+}
 
 std::string_view TrimUnicodeSpace(std::string_view text) {
   std::size_t start = 0;

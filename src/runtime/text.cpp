@@ -4,22 +4,12 @@
 
 #include "event_encode.hpp"
 #include "sessionturn/protocol.hpp"
+#include "unicode.hpp"
 
 namespace sessionturn::runtime {
 namespace {
 
 using detail::GoRuneLen;
-
-// Go's unicode.IsSpace.
-bool IsSpace(char32_t c) {
-  switch (c) {
-    case '\t': case '\n': case '\v': case '\f': case '\r': case ' ':
-    case 0x85: case 0xA0: case 0x1680: case 0x2028: case 0x2029: case 0x202F: case 0x205F: case 0x3000:
-      return true;
-    default:
-      return c >= 0x2000 && c <= 0x200A;
-  }
-}
 
 // Go's unicode.IsPrint, for the code points that matter in ids and short texts: letters, marks,
 // numbers, punctuation and symbols print; controls, separators other than ' ', format characters,
@@ -247,7 +237,7 @@ SessionCommand ParseSessionCommand(std::string_view text) {
   while (end < args.size()) {
     char32_t cp = 0;
     const std::size_t n = GoRuneLen(args, end, &cp);
-    if (n > 0 && IsSpace(cp)) break;
+    if (n > 0 && IsUnicodeSpace(cp)) break;
     end += n > 0 ? n : 1;
   }
   if (args.substr(0, end) == "edit" && TrimUnicodeSpace(args.substr(end)).empty())
