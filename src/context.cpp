@@ -39,7 +39,8 @@ struct Context::Impl {
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
   std::vector<std::thread> workers;
   std::mutex stop_mu;
-  bool stopped = false;               // joined
+  bool stopped = false;               // joined (under stop_mu)
+  std::atomic<bool> joined{false};
   std::atomic<bool> stopping{false};  // Stop() was called
 
   explicit Impl(ContextOptions o) : options(std::move(o)), io(options.threads < 1 ? 1 : options.threads) {}
@@ -103,8 +104,11 @@ void Context::Stop() {
     if (t.joinable()) t.join();
   }
   impl_->stopped = true;
+  impl_->joined.store(true);
 }
 
 bool Context::Stopped() const noexcept { return impl_->stopping.load(); }
+
+bool Context::Joined() const noexcept { return impl_->joined.load(); }
 
 }  // namespace sessionturn

@@ -34,6 +34,13 @@ Driver::~Driver() {
       if (auto op = weak.lock()) watches.push_back(std::move(op));
     }
   }
+  if (impl_->context.Joined()) {
+    // Nothing runs any more, so nothing will finish them: release their connections here (a pending
+    // read holds its stream, and the stream its connection) so they are freed with the Context.
+    for (auto& op : turns) op->ReleaseStopped();
+    for (auto& op : watches) op->ReleaseStopped();
+    return;
+  }
   for (auto& op : turns) op->Cancel(Error(Errc::cancelled, "the Driver was destroyed while the turn was in flight"));
   for (auto& op : watches) op->Stop();
   // Give the abandoned turns their grace to write the withdrawal and close: returning at once would

@@ -57,7 +57,10 @@ class Context {
   // owner's Stop() or destructor joins. Once it was called, Stopped() is true and new operations
   // fail at once with Errc::unavailable, and blocking calls waiting on the Context return.
   void Stop();
+  // Stop() was called.
   bool Stopped() const noexcept;
+  // Stopped, and every worker has exited: nothing of this Context runs any more.
+  bool Joined() const noexcept;
 
  private:
   struct Impl;

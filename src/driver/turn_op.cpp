@@ -32,6 +32,11 @@ void TurnOp::Respond(std::string input_id, std::optional<std::map<std::string, s
   });
 }
 
+void TurnOp::ReleaseStopped() {
+  if (stream_) stream_->Close();
+  stream_.reset();
+}
+
 void TurnOp::OnStart() {
   deadline_.expires_after(options_.timeout);
   deadline_.async_wait([self = shared_from_this()](const asio::error_code& ec) {

@@ -35,6 +35,8 @@ class TurnOp : public std::enable_shared_from_this<TurnOp>, public EventStream::
   void Cancel(Error error);
   void Respond(std::string input_id, std::optional<std::map<std::string, std::vector<std::string>>> answers);
   bool finished() const noexcept { return finished_.load(); }
+  // Only once the Context's workers are joined (nothing runs concurrently): drops the stream.
+  void ReleaseStopped();
 
   // EventStream::Owner
   std::vector<ClientRequest> OnStreamUp(bool reconnected) override;

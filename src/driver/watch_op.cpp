@@ -29,6 +29,11 @@ void WatchOp::Stop() {
   asio::post(strand_, [self = shared_from_this()] { self->End(Status{}); });
 }
 
+void WatchOp::ReleaseStopped() {
+  if (stream_) stream_->Close();
+  stream_.reset();
+}
+
 std::int64_t WatchOp::last_event_id() const {
   std::lock_guard lock(cursor_mu_);
   return last_event_id_;

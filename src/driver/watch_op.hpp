@@ -30,6 +30,8 @@ class WatchOp : public std::enable_shared_from_this<WatchOp>, public EventStream
   std::int64_t last_event_id() const;
   std::string journal_id() const;
   int reconnects() const { return reconnects_.load(); }
+  // Only once the Context's workers are joined (nothing runs concurrently): drops the stream.
+  void ReleaseStopped();
 
   // EventStream::Owner
   std::vector<ClientRequest> OnStreamUp(bool reconnected) override;
