@@ -160,7 +160,7 @@ class Walker {
     const std::string& type = e.type;
     if (type == event_type::kUserMessage || type == event_type::kUserMessageUpdated) {
       if (e.turn_id.empty()) {
-        if (type == event_type::kUserMessage) {
+        if (type == event_type::kUserMessage && Wanted(e.id)) {
           Event ev = e;
           ev.text = B(ev.text, kMessageBytes);
           Close(Item{e.id, e.id, {Normalized(std::move(ev))}});
@@ -169,7 +169,7 @@ class Walker {
       }
       // One item per turn, where its prompt first appeared, with the text it ended up with.
       const TurnIndex* idx = j_.Turn(e.turn_id);
-      if (!idx || idx->anchor() != e.id) return;
+      if (!idx || idx->anchor() != e.id || !Wanted(e.id)) return;
       const JournalEntry* latest = j_.Find(idx->latest());
       Event ev = latest ? latest->event : e;
       ev.id = e.id;
@@ -177,15 +177,18 @@ class Walker {
       ev.text = B(ev.text, kMessageBytes);
       Close(Item{e.id, e.id, {Normalized(std::move(ev))}});
     } else if (type == event_type::kToolStarted) {
-      if (e.tool_id.empty()) return Close(Item{e.id, e.id, {Normalized(e)}});
+      if (e.tool_id.empty()) {
+        if (Wanted(e.id)) Close(Item{e.id, e.id, {Normalized(e)}});
+        return;
+      }
       const std::string key = ToolKey(e);
       if (auto it = tools_.find(key); it != tools_.end()) {
         const Event* completion = it->second;
         open_bounds_.erase(open_bounds_.find(completion->id));
         tools_.erase(it);
-        Close(Item{e.id, completion->id, {Normalized(e), Completion(*completion)}});
+        if (Wanted(e.id)) Close(Item{e.id, completion->id, {Normalized(e), Completion(*completion)}});
       } else if (!tool_keys_seen_.count(key)) {
-        Close(Item{e.id, e.id, {Normalized(e)}});  // started, never completed
+        if (Wanted(e.id)) Close(Item{e.id, e.id, {Normalized(e)}});  // started, never completed
       }  // else a later start of the same tool replaced this one
       tool_keys_seen_.insert(key);
     } else if (type == event_type::kToolCompleted) {
@@ -193,7 +196,7 @@ class Walker {
       if (auto it = tools_.find(key); it != tools_.end()) {
         // Two completions in a row: the later one had no start of its own.
         open_bounds_.erase(open_bounds_.find(it->second->id));
-        Close(SyntheticTool(*it->second));
+        if (Wanted(it->second->id)) Close(SyntheticTool(*it->second));
       }
       tools_[key] = &e;
       open_bounds_.insert(e.id);
@@ -204,15 +207,17 @@ class Walker {
         const Event* resolved = it->second;
         open_bounds_.erase(open_bounds_.find(resolved->id));
         inputs_.erase(it);
-        Close(Item{e.id, resolved->id, {Normalized(e), Normalized(*resolved)}});
+        if (Wanted(e.id)) Close(Item{e.id, resolved->id, {Normalized(e), Normalized(*resolved)}});
       }  // else resolved never (or by an earlier request of the same id): not shown
     } else if (type == event_type::kInputResolved) {
       if (auto it = inputs_.find(e.input_id); it != inputs_.end()) {
         open_bounds_.erase(open_bounds_.find(it->second->id));
-        Close(Item{it->second->id, it->second->id, {Normalized(*it->second)}});
+        if (Wanted(it->second->id)) Close(Item{it->second->id, it->second->id, {Normalized(*it->second)}});
       }
       inputs_[e.input_id] = &e;
       open_bounds_.insert(e.id);
+    } else if (!Wanted(e.id)) {
+      return;  // newer than the page asked for: nothing to build
     } else if (type == event_type::kFileDiff) {
       Event ev = Normalized(e);
       ev.diff = BoundedDiff(ev.diff);
@@ -249,6 +254,7 @@ class Walker {
     Group g = std::move(it->second);
     groups_.erase(it);
     open_bounds_.erase(open_bounds_.find(g.bound()));
+    if (!Wanted(g.bound())) return;  // its first event is newer than the page asked for
     if (g.deltas.empty()) {
       // An assistant.message on its own; an empty one shows nothing.
       if (g.message->text.empty()) return;
@@ -271,6 +277,8 @@ class Walker {
     Close(Item{first.id, g.last, {Normalized(std::move(ev))}});
   }
 
+  // Items starting at or after `before` are not on the page: they are tracked, never built.
+  bool Wanted(std::int64_t first) const { return before_ == 0 || first < before_; }
   void Close(Item item) { closed_.push(std::move(item)); }
 
   // Takes closed items, newest first, for as long as no open item could still turn out newer.

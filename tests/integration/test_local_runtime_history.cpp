@@ -264,27 +264,43 @@ struct RefPage {
   std::int64_t before = 0;
 };
 
-RefPage RefItemsPage(const std::vector<RefItem>& items, std::int64_t before, std::size_t item_limit,
+// Items with their encoded lines, computed once per journal.
+struct RefWire {
+  std::int64_t first;
+  std::vector<std::string> lines;
+  std::size_t bytes = 0;
+};
+
+std::vector<RefWire> Wire(const std::vector<RefItem>& items) {
+  std::vector<RefWire> out;
+  for (const auto& it : items) {
+    RefWire w{it.first, {}, 0};
+    for (const auto& e : it.events) {
+      w.lines.push_back(EncodeEvent(e) + "\n");
+      w.bytes += w.lines.back().size();
+    }
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+// historyItemsPage: newest first while within both limits, the newest eligible item always.
+RefPage RefItemsPage(const std::vector<RefWire>& items, std::int64_t before, std::size_t item_limit,
                      std::size_t byte_limit) {
-  std::vector<const RefItem*> eligible;
+  std::vector<const RefWire*> eligible;
   for (const auto& it : items)
     if (before == 0 || it.first < before) eligible.push_back(&it);
   RefPage page;
   if (eligible.empty()) return page;
-  auto wire = [](const RefItem& it) {
-    std::size_t n = 0;
-    for (const auto& e : it.events) n += EncodeEvent(e).size() + 1;
-    return n;
-  };
   std::size_t start = eligible.size(), bytes = 0;
   while (start > 0 && eligible.size() - start < item_limit) {
-    const std::size_t b = wire(*eligible[start - 1]);
+    const std::size_t b = eligible[start - 1]->bytes;
     if (start < eligible.size() && bytes + b > byte_limit) break;
     --start;
     bytes += b;
   }
   for (std::size_t i = start; i < eligible.size(); ++i)
-    for (const auto& e : eligible[i]->events) page.lines.push_back(EncodeEvent(e) + "\n");
+    for (const auto& l : eligible[i]->lines) page.lines.push_back(l);
   page.before = start == 0 ? 0 : eligible[start]->first;
   return page;
 }
@@ -551,6 +567,7 @@ TEST_CASE("history: the backward walk pages exactly as the runtime's forward pro
     sim.Run(static_cast<int>(3 + seed % 25));
     const rt::Journal& j = sim.journal();
     const RefProjection ref = RefProject(Window(j));
+    const std::vector<RefWire> ref_items = Wire(ref.items);
     INFO("seed " << seed << ", " << j.retained().size() << " events retained of " << j.last_id());
 
     // The state for history.end and the questions sent after the first page.
@@ -573,7 +590,7 @@ TEST_CASE("history: the backward walk pages exactly as the runtime's forward pro
         for (int page_no = 0; page_no < 1000; ++page_no) {
           INFO("items " << items << " bytes " << bytes << " before " << before);
           const auto page = rt::BuildCondensedPage(j, before, items, bytes);
-          const auto want = RefItemsPage(ref.items, before, items, bytes);
+          const auto want = RefItemsPage(ref_items, before, items, bytes);
           REQUIRE(Lines(page) == want.lines);
           REQUIRE(page.before == want.before);
           if (page.before == 0) break;
