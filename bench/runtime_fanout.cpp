@@ -76,8 +76,9 @@ int main(int argc, char** argv) {
   }
 
   // Lines each client should see: runtime.status + history.end on subscribe, then user.message,
-  // turn.started, the deltas, assistant.message and turn.completed.
-  const long expected = 2 + 2 + n_deltas + 2;
+  // turn.started, the runtime.status re-sent at the turn's start (as the real runtime does), the
+  // deltas, assistant.message and turn.completed.
+  const long expected = 2 + 2 + 1 + n_deltas + 2;
   std::vector<Client> clients(static_cast<std::size_t>(n_clients));
   int ep = ::epoll_create1(EPOLL_CLOEXEC);
   const std::string subscribe = R"({"type":"subscribe"})";
