@@ -54,8 +54,6 @@ Driver::~Driver() {
 
 namespace {
 
-using driver_detail::kBlockingWaitMargin;
-using driver_detail::kStoppedPoll;
 using driver_detail::StoppedContextError;
 
 Status ValidateOptions(const TurnOptions& options) {
@@ -87,37 +85,7 @@ Status ValidateAttach(const TurnRef& ref, const TurnOptions& options) {
   return ValidateOptions(options);
 }
 
-// Waits for an operation's report. It always reports by its deadline unless the Context was stopped
-// under it (then nothing runs any more): notice that within kStoppedPoll instead of waiting it out.
-template <typename T>
-Result<T> WaitBlocking(Context& context, std::future<Result<T>>& future, std::chrono::milliseconds bound,
-                       const char* what) {
-  const auto deadline = std::chrono::steady_clock::now() + bound + kBlockingWaitMargin;
-  while (future.wait_for(kStoppedPoll) != std::future_status::ready) {
-    if (context.Stopped()) {
-      // A handler may still be finishing on a worker that is being joined: give it one more look.
-      if (future.wait_for(kStoppedPoll) == std::future_status::ready) break;
-      return Fail(Errc::cancelled, std::string(what) + " was cut off: its Context was stopped while it was in flight");
-    }
-    if (std::chrono::steady_clock::now() >= deadline) {
-      return Fail(Errc::timeout, std::string(what) + " did not report within its deadline; is the Context running (" +
-                                     std::to_string(context.threads()) + " threads)?");
-    }
-  }
-  return future.get();
-}
-
-// Reports `error` through `handler` without I/O: on a worker while the Context runs, else here and now
-// (a stopped Context runs nothing, and a handler that is never called is a hang).
-template <typename Handler, typename Value>
-void ReportNow(Context& context, Handler handler, Value value) {
-  if (!handler) return;
-  if (context.Stopped()) {
-    handler(std::move(value));
-    return;
-  }
-  context.Post([handler = std::move(handler), value = std::move(value)]() mutable { handler(std::move(value)); });
-}
+using blocking::ReportNow;
 
 }  // namespace
 
@@ -157,14 +125,7 @@ void Driver::AsyncAttachTurn(TurnRef ref, TurnOptions options, TurnHandler handl
 namespace {
 template <typename Start>
 Result<TurnResult> BlockingTurn(Context& context, const TurnOptions& options, const char* what, Start start) {
-  if (context.InWorkerThread()) {
-    return Fail(Errc::would_block, std::string(what) + " blocks and was called on a Context worker thread; use its Async form");
-  }
-  auto promise = std::make_shared<std::promise<Result<TurnResult>>>();
-  auto future = promise->get_future();
-  const auto bound = options.timeout + options.abandon_grace;
-  start([promise](Result<TurnResult> result) { promise->set_value(std::move(result)); });
-  return WaitBlocking(context, future, bound, "the turn");
+  return blocking::Call<TurnResult>(context, options.timeout + options.abandon_grace, what, std::move(start));
 }
 }  // namespace
 
@@ -225,21 +186,7 @@ void Driver::AsyncDecline(std::string input_id, StatusHandler handler, std::chro
 namespace {
 template <typename Start>
 Status BlockingStatus(Context& context, std::chrono::milliseconds timeout, const char* what, Start start) {
-  if (context.InWorkerThread()) {
-    return Fail(Errc::would_block, std::string(what) + " blocks and was called on a Context worker thread");
-  }
-  auto promise = std::make_shared<std::promise<Result<bool>>>();
-  auto future = promise->get_future();
-  start([promise](Status status) {
-    if (status) {
-      promise->set_value(true);
-    } else {
-      promise->set_value(Fail(status.error()));
-    }
-  });
-  auto result = WaitBlocking(context, future, timeout, what);
-  if (!result) return Fail(result.error());
-  return {};
+  return blocking::CallStatus(context, timeout, what, std::move(start));
 }
 }  // namespace
 

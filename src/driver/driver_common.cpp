@@ -46,8 +46,4 @@ std::optional<Event> DecodeStreamLine(DriverState& state, std::string_view line,
   return std::move(*event);
 }
 
-Error StoppedContextError(std::string_view what) {
-  return Error(Errc::unavailable, std::string(what) + " cannot run: its Context was stopped");
-}
-
 }  // namespace sessionturn::driver_detail

@@ -13,6 +13,7 @@
 #include <asio.hpp>
 
 #include "sessionturn/driver.hpp"
+#include "blocking.hpp"
 
 namespace sessionturn::driver_detail {
 
@@ -21,11 +22,6 @@ using Strand = asio::strand<asio::io_context::executor_type>;
 class TurnOp;
 class WatchOp;
 
-// Margin on top of an operation's own deadline for a blocking wait: the operation always reports by
-// its deadline (its timer fires on the Context), so this only matters when something is badly wrong.
-inline constexpr std::chrono::milliseconds kBlockingWaitMargin = std::chrono::seconds(30);
-// A blocking wait checks this often whether the Context was stopped under it (then nothing reports).
-inline constexpr std::chrono::milliseconds kStoppedPoll = std::chrono::milliseconds(100);
 // On top of the abandon grace in ~Driver: time for the close to run once the grace has fired.
 inline constexpr std::chrono::milliseconds kDestructorWaitMargin = std::chrono::seconds(1);
 
@@ -69,7 +65,7 @@ void CallUser(const Context& context, const char* what, Fn&& fn) {
 }
 
 // The error for an operation started on a Context that was stopped: nothing would ever run it.
-Error StoppedContextError(std::string_view what);
+using blocking::StoppedContextError;
 
 }  // namespace sessionturn::driver_detail
 
