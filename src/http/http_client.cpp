@@ -1,0 +1,104 @@
+// HttpClient: the public face of the multi driver (http/multi.cpp), its handles and blocking form.
+#include <algorithm>
+
+#include "blocking.hpp"
+#include "http/multi.hpp"
+#include "http/transfer.hpp"
+#include "sessionturn/http.hpp"
+
+namespace sessionturn {
+
+struct HttpClient::Impl {
+  std::shared_ptr<http::Multi> multi;
+};
+
+struct HttpCall::Impl {
+  std::weak_ptr<http::Multi> multi;
+  std::shared_ptr<http::Transfer> transfer;
+};
+
+void HttpCall::Cancel() {
+  if (!impl_) return;
+  if (auto multi = impl_->multi.lock()) {
+    multi->Cancel(impl_->transfer);
+  } else {
+    impl_->transfer->SetCancel(http::Transfer::Cancel::by_caller);
+  }
+}
+
+bool HttpCall::Active() const { return impl_ && !impl_->transfer->finished.load(std::memory_order_acquire); }
+
+std::string HttpResponse::Header(std::string_view name) const {
+  for (const auto& [n, v] : headers) {
+    if (n.size() == name.size() &&
+        std::equal(n.begin(), n.end(), name.begin(), [](char a, char b) {
+          auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+          return lower(a) == lower(b);
+        })) {
+      return v;
+    }
+  }
+  return {};
+}
+
+HttpClient::HttpClient(Context& context, HttpClientOptions options)
+    : impl_(std::make_shared<Impl>(Impl{std::make_shared<http::Multi>(context, std::move(options))})) {}
+
+HttpClient::~HttpClient() {
+  if (impl_) impl_->multi->Close();
+}
+
+HttpClient::HttpClient(HttpClient&&) noexcept = default;
+
+HttpClient& HttpClient::operator=(HttpClient&& other) noexcept {
+  if (this != &other) {
+    if (impl_) impl_->multi->Close();
+    impl_ = std::move(other.impl_);
+  }
+  return *this;
+}
+
+Context& HttpClient::context() const noexcept { return impl_->multi->context(); }
+
+namespace {
+
+HttpCall Submit(const std::shared_ptr<http::Multi>& multi, HttpRequest request, HttpStreamHandlers handlers,
+                bool streaming) {
+  auto transfer = std::make_shared<http::Transfer>(std::move(request), std::move(handlers), streaming);
+  Context& context = multi->context();
+  if (context.Stopped()) {
+    // Nothing would run it: report here (blocking::ReportNow's convention) and hand back a finished handle.
+    HttpHandler done = std::move(transfer->handlers.on_done);
+    transfer->handlers = {};
+    transfer->finished.store(true, std::memory_order_release);
+    blocking::ReportNow(context, std::move(done),
+                        Result<HttpResponse>(Fail(blocking::StoppedContextError(transfer->What()))));
+    return HttpCall(std::make_shared<HttpCall::Impl>(HttpCall::Impl{multi, std::move(transfer)}));
+  }
+  multi->Submit(transfer);
+  return HttpCall(std::make_shared<HttpCall::Impl>(HttpCall::Impl{multi, std::move(transfer)}));
+}
+
+}  // namespace
+
+HttpCall HttpClient::AsyncRequest(HttpRequest request, HttpHandler handler) {
+  HttpStreamHandlers handlers;
+  handlers.on_done = std::move(handler);
+  return Submit(impl_->multi, std::move(request), std::move(handlers), false);
+}
+
+HttpCall HttpClient::AsyncStream(HttpRequest request, HttpStreamHandlers handlers) {
+  return Submit(impl_->multi, std::move(request), std::move(handlers), true);
+}
+
+Result<HttpResponse> HttpClient::Request(HttpRequest request) {
+  const auto bound = request.timeout;
+  return blocking::Call<HttpResponse>(context(), bound, "HttpClient::Request",
+                                      [&](HttpHandler done) { AsyncRequest(std::move(request), std::move(done)); });
+}
+
+std::uint64_t HttpClient::ConnectionsOpened() const noexcept { return impl_->multi->ConnectionsOpened(); }
+
+std::size_t HttpClient::InFlight() const noexcept { return impl_->multi->tally()->Count(); }
+
+}  // namespace sessionturn
