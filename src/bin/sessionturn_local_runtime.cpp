@@ -1,18 +1,26 @@
 // sessionturn-local-runtime: a Session runtime on this machine (docs/local-runtime.md).
 //   serve  --socket PATH [--state-dir DIR] [--provider SPEC] [--allow-shell] [--session-name NAME]
+//          [--idle-exit SECONDS] [--status-file FILE] [--detach --pid-file FILE]
 //   client --socket PATH     (stdin/stdout <-> the socket, byte for byte, like the in-Pod client)
+// The LocalBackend (docs/backends.md) runs `serve` detached, one per Session.
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "backend/local_process.hpp"
+#include "backend/local_store.hpp"
 #include "sessionturn/testing/local_runtime.hpp"
 
 namespace {
@@ -21,7 +29,8 @@ constexpr int kExitUsage = 2;  // bad flags, unreadable script: the caller must 
 
 const char kUsage[] =
     "usage: sessionturn-local-runtime serve --socket PATH [--state-dir DIR] [--provider SPEC]\n"
-    "                                       [--allow-shell] [--session-name NAME]\n"
+    "                                       [--allow-shell] [--session-name NAME] [--idle-exit SECONDS]\n"
+    "                                       [--status-file FILE] [--detach --pid-file FILE]\n"
     "       sessionturn-local-runtime client --socket PATH\n"
     "       sessionturn-local-runtime --help\n"
     "\n"
@@ -37,11 +46,22 @@ const char kUsage[] =
     "  --allow-shell        run `!` commands from prompts with /bin/sh -lc, as the real runtime does\n"
     "                       (off: such a turn records a failed tool event)\n"
     "  --session-name NAME  the sessionName in runtime.status and SESSIONTURN_SESSION (default local)\n"
+    "  --idle-exit SECONDS  the idle policy: with no turn running or queued, no question open and no\n"
+    "                       request or connection for SECONDS, record the suspension and exit 0\n"
+    "                       (0, the default: never)\n"
+    "  --status-file FILE   keep the runtime's own record in FILE (JSON, replaced atomically): pid,\n"
+    "                       start, last turn, and how it ended (exit \"idle\" or \"stopped\"); a runtime\n"
+    "                       that ended without one crashed (docs/backends.md)\n"
+    "  --detach             fork into the background in a session of its own, closing every inherited\n"
+    "                       descriptor but 0-2; the parent writes the runtime's pid to --pid-file and\n"
+    "                       exits 0 at once, before the runtime has started\n"
+    "  --pid-file FILE      where --detach writes the pid (required with it)\n"
     "client  copies stdin to the socket and the socket to stdout; half-closes on stdin EOF and exits\n"
     "        when the runtime closes the connection.\n"
     "  --socket PATH        the socket to connect to\n"
     "\n"
-    "exit status: 0 clean, 1 runtime or connection failure, 2 bad usage or an unusable provider spec\n";
+    "exit status: 0 clean (a signal, or the idle policy), 1 runtime or connection failure,\n"
+    "             2 bad usage or an unusable provider spec\n";
 
 int UsageError(const std::string& message) {
   std::fprintf(stderr, "sessionturn-local-runtime: %s (try --help)\n", message.c_str());
@@ -54,7 +74,18 @@ struct Flags {
   std::string provider = "echo";
   std::string session_name = "local";
   bool allow_shell = false;
+  long idle_exit = 0;  // seconds; 0: never
+  std::string status_file;
+  bool detach = false;
+  std::string pid_file;
 };
+
+// How often serve looks at the runtime's activity: a tenth of the idle period, within these bounds
+// (the suspension comes at most this late; the last-activity record lags by as much).
+constexpr auto kMinTick = std::chrono::milliseconds(50);
+constexpr auto kMaxTick = std::chrono::milliseconds(500);
+// An idle period longer than this is surely a mistake (and would overflow the arithmetic below).
+constexpr long kMaxIdleExitSeconds = 10L * 365 * 24 * 3600;
 
 // Parses "--flag VALUE" and "--flag=VALUE". Returns an error message, empty on success.
 std::string ParseFlags(const std::vector<std::string>& args, bool serve, Flags& f) {
@@ -81,15 +112,90 @@ std::string ParseFlags(const std::vector<std::string>& args, bool serve, Flags& 
     else if (serve && name == "--provider") err = take(f.provider);
     else if (serve && name == "--session-name") err = take(f.session_name);
     else if (serve && name == "--allow-shell" && !has_value) f.allow_shell = true;
-    else return "unknown flag " + args[i];
+    else if (serve && name == "--status-file") err = take(f.status_file);
+    else if (serve && name == "--pid-file") err = take(f.pid_file);
+    else if (serve && name == "--detach" && !has_value) f.detach = true;
+    else if (serve && name == "--idle-exit") {
+      std::string text;
+      err = take(text);
+      char* end = nullptr;
+      errno = 0;
+      const long v = err.empty() ? std::strtol(text.c_str(), &end, 10) : 0;
+      if (err.empty() && (text.empty() || *end != '\0' || errno != 0 || v < 0 || v > kMaxIdleExitSeconds))
+        err = "--idle-exit needs a number of seconds (0 to " + std::to_string(kMaxIdleExitSeconds) + "), not " + text;
+      f.idle_exit = v;
+    } else return "unknown flag " + args[i];
     if (!err.empty()) return err;
   }
   if (f.socket.empty()) return "--socket PATH is required";
+  if (f.detach && f.pid_file.empty()) return "--detach needs --pid-file FILE";
   return {};
 }
 
+// --detach: forks; the parent writes the child's pid and returns its exit status, the child returns
+// -1 and goes on to serve in a session of its own (no controlling terminal, out of its starter's
+// process group), with only stdin, stdout and stderr of what it was given.
+int Detach(const Flags& f) {
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    std::fprintf(stderr, "sessionturn-local-runtime: cannot fork: %s\n", std::strerror(errno));
+    return 1;
+  }
+  if (pid > 0) {
+    auto st = sessionturn::local::WriteFileAtomic(f.pid_file, std::to_string(pid) + "\n", false);
+    if (!st) {
+      std::fprintf(stderr, "sessionturn-local-runtime: %s\n", st.error().message.c_str());
+      ::kill(pid, SIGKILL);
+      return 1;
+    }
+    return 0;
+  }
+  ::setsid();
+  // Whatever the starter leaked without close-on-exec (a socket, a pipe) must not live as long as us.
+  ::close_range(3, ~0U, 0);
+  return -1;
+}
+
+// The runtime's own record (--status-file), kept up to date as it serves.
+class StatusRecord {
+ public:
+  explicit StatusRecord(std::string path) : path_(std::move(path)) {
+    if (path_.empty()) return;
+    // A restart keeps the last activity the previous run recorded (a backend may not have read it yet).
+    if (auto prev = sessionturn::local::ReadRuntimeRecord(path_)) record_.last_activity = prev->last_activity;
+    record_.pid = static_cast<long>(::getpid());
+    record_.started = std::chrono::system_clock::now();
+  }
+  sessionturn::Status Started() { return Write(true); }
+  void Activity(std::chrono::system_clock::time_point last_turn) {
+    if (path_.empty() || last_turn == std::chrono::system_clock::time_point{} || last_turn == record_.last_activity)
+      return;
+    record_.last_activity = last_turn;
+    if (auto st = Write(false); !st)
+      std::fprintf(stderr, "sessionturn-local-runtime: warning: %s\n", st.error().message.c_str());
+  }
+  void Exited(std::string_view how) {
+    if (path_.empty()) return;
+    record_.exit = std::string(how);
+    record_.exited = std::chrono::system_clock::now();
+    if (auto st = Write(true); !st)
+      std::fprintf(stderr, "sessionturn-local-runtime: warning: %s\n", st.error().message.c_str());
+  }
+
+ private:
+  sessionturn::Status Write(bool durable) {
+    if (path_.empty()) return {};
+    return sessionturn::local::WriteRuntimeRecord(path_, record_, durable);
+  }
+  std::string path_;
+  sessionturn::local::RuntimeRecord record_;
+};
+
 int Serve(const Flags& f) {
-  // Signals are taken synchronously by sigwait below; blocking them first means the runtime's
+  if (f.detach) {
+    if (int rc = Detach(f); rc >= 0) return rc;
+  }
+  // Signals are taken synchronously by sigtimedwait below; blocking them first means the runtime's
   // threads inherit the mask and never see them.
   sigset_t set;
   sigemptyset(&set);
@@ -99,7 +205,13 @@ int Serve(const Flags& f) {
   ::signal(SIGPIPE, SIG_IGN);
 
   sessionturn::testing::LocalRuntimeOptions o;
-  o.socket_path = f.socket;
+  // A socket path longer than sun_path (a long state root) is bound through its directory's descriptor.
+  auto socket = sessionturn::local::SocketPath::For(f.socket);
+  if (!socket) {
+    std::fprintf(stderr, "sessionturn-local-runtime: %s\n", socket.error().message.c_str());
+    return 1;
+  }
+  o.socket_path = socket->path();
   o.state_dir = f.state_dir;
   o.provider = f.provider;
   o.allow_shell = f.allow_shell;
@@ -109,12 +221,32 @@ int Serve(const Flags& f) {
     std::fprintf(stderr, "sessionturn-local-runtime: %s\n", rt.error().message.c_str());
     return rt.error().code == sessionturn::Errc::invalid_argument ? kExitUsage : 1;
   }
-  std::fprintf(stderr, "sessionturn-local-runtime: serving on %s (journal %s, provider %s)\n", f.socket.c_str(),
-               (*rt)->journal_id().c_str(), f.provider.c_str());
-  int sig = 0;
-  while (sigwait(&set, &sig) != 0) {
+  StatusRecord status(f.status_file);
+  if (auto st = status.Started(); !st) {
+    std::fprintf(stderr, "sessionturn-local-runtime: %s\n", st.error().message.c_str());
+    (*rt)->Stop();
+    return 1;
   }
+  std::fprintf(stderr, "sessionturn-local-runtime: serving on %s (journal %s, provider %s, pid %ld)\n",
+               f.socket.c_str(), (*rt)->journal_id().c_str(), f.provider.c_str(), static_cast<long>(::getpid()));
+  const std::chrono::milliseconds idle(f.idle_exit * 1000);
+  const auto tick = f.idle_exit > 0 ? std::clamp<std::chrono::milliseconds>(idle / 10, kMinTick, kMaxTick) : kMaxTick;
+  timespec wait{};
+  wait.tv_sec = static_cast<time_t>(tick.count() / 1000);
+  wait.tv_nsec = static_cast<long>((tick.count() % 1000) * 1000000);
+  for (;;) {
+    if (::sigtimedwait(&set, nullptr, &wait) > 0) break;
+    const auto activity = (*rt)->Activity();
+    status.Activity(activity.last_turn);
+    if (f.idle_exit > 0 && !activity.busy && activity.idle_for >= idle && (*rt)->StopIfIdle(idle)) {
+      status.Exited(sessionturn::local::kExitIdle);
+      std::fprintf(stderr, "sessionturn-local-runtime: idle for %lds: suspended (the journal is kept)\n", f.idle_exit);
+      return 0;
+    }
+  }
+  status.Activity((*rt)->Activity().last_turn);
   (*rt)->Stop();
+  status.Exited(sessionturn::local::kExitStopped);
   return 0;
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -88,6 +89,11 @@ struct Core : runtime::ConnOwner {
   bool stopping = false;
   std::vector<std::function<void()>> resume_waiters;
   std::int64_t pending_drop = 0;
+  // The idle policy's inputs (LocalRuntime::Activity), under mu: busy while a turn runs or is queued
+  // or a question is open; `stirred` is the last request, connection or end of a busy stretch.
+  bool busy = false;
+  std::chrono::steady_clock::time_point stirred = std::chrono::steady_clock::now();
+  std::chrono::system_clock::time_point last_turn{};
 
   explicit Core(LocalRuntimeOptions o) : opt(std::move(o)) {}
 
@@ -106,6 +112,8 @@ struct Core : runtime::ConnOwner {
   void Shutdown();
 
   // core_requests.cpp: fan-out and requests.
+  void Stir();  // a request or a connection: the idle clock starts again
+  void NoteActivity(const std::string& type);  // after each append, under mu
   Status Append(Event e);  // journals and broadcasts; the error when the journal could not be written
   void BroadcastUnjournaled(const Event& e);
   void SendTo(Conn& c, const Event& e);  // to one connection, not counted as live, no timestamp

@@ -22,6 +22,11 @@ Event MakeEvent(std::string_view type) {
 
 namespace {
 
+bool IsTurnEvent(const std::string& type) {
+  return type == event_type::kUserMessage || type == event_type::kUserMessageUpdated ||
+         type == event_type::kTurnStarted || type == event_type::kTurnCompleted;
+}
+
 bool IsBoundary(const std::string& type) {
   return type == event_type::kUserMessage || type == event_type::kUserMessageUpdated ||
          type == event_type::kUserMessageRemoved || type == event_type::kTurnStarted ||
@@ -33,11 +38,25 @@ bool IsBoundary(const std::string& type) {
 
 // ---- fan-out ---------------------------------------------------------------------------------------
 
+void Core::NoteActivity(const std::string& type) {
+  const auto& st = journal->state();
+  const bool now_busy = st.active.has_value() || !st.queued.empty() || !st.open_inputs.empty();
+  if (busy && !now_busy) stirred = std::chrono::steady_clock::now();  // the idle clock starts now
+  busy = now_busy;
+  if (IsTurnEvent(type)) last_turn = std::chrono::system_clock::now();
+}
+
+void Core::Stir() {
+  std::lock_guard<std::mutex> lk(mu);
+  stirred = std::chrono::steady_clock::now();
+}
+
 Status Core::Append(Event e) {
   Result<const runtime::JournalEntry*> r;
   {
     std::lock_guard<std::mutex> lk(mu);
     r = journal->Append(std::move(e));
+    if (r) NoteActivity((*r)->event.type);
   }
   if (!r) {
     Log(LogLevel::error, r.error().message);
@@ -75,6 +94,7 @@ Event Core::StatusEvent() const {
 // ---- requests --------------------------------------------------------------------------------------
 
 void Core::OnRequestLine(Conn& c, std::string_view line) {
+  Stir();
   runtime::DecodedLine decoded = runtime::DecodeRequestLine(line);
   for (const ClientRequest& r : decoded.requests) {
     if (c.closed()) return;

@@ -40,6 +40,7 @@ void Core::MaybeStartNext() {
   in.number = journal->state().turns_started;
   in.session_name = opt.session_name;
   in.state_dir = opt.state_dir;
+  in.working_dir = opt.working_dir;
   in.echo_delay = opt.echo_delay;
   host = std::make_shared<ActiveHost>(*this, q.id);
   switch (q.kind) {

@@ -99,6 +99,7 @@ void Core::Accept() {
       Accept();
       return;
     }
+    Stir();
     auto c = std::make_shared<Conn>(*this, std::move(socket), kRuntimeMaxRequestBytes);
     conns.insert(c);
     conn_count.fetch_add(1);
@@ -176,7 +177,8 @@ Result<std::unique_ptr<LocalRuntime>> LocalRuntime::Start(LocalRuntimeOptions op
     impl->status.session_name = impl->opt.session_name;
     impl->status.agent_type = "sessionturn-local-" + impl->provider->Kind();
     impl->status.model = impl->provider->Kind();
-    impl->status.working_dir = std::filesystem::current_path().string();
+    impl->status.working_dir =
+        impl->opt.working_dir.empty() ? std::filesystem::current_path().string() : impl->opt.working_dir;
     if (const char* home = std::getenv("HOME")) impl->status.home_dir = home;
     impl->status.usage = Usage{};
     // Bind, then recover, then accept, all before the I/O thread starts: a client that connects at
@@ -212,6 +214,30 @@ void LocalRuntime::Stop() {
   s.guard.reset();
   s.io.stop();
   if (s.thread.joinable()) s.thread.join();
+}
+
+RuntimeActivity LocalRuntime::Activity() const {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  RuntimeActivity a;
+  a.busy = impl_->busy;
+  if (!a.busy) a.idle_for = std::chrono::steady_clock::now() - impl_->stirred;
+  a.last_turn = impl_->last_turn;
+  return a;
+}
+
+bool LocalRuntime::StopIfIdle(std::chrono::milliseconds idle_for) {
+  Impl& s = *impl_;
+  if (s.stopped.load()) return true;
+  bool idle = false;
+  s.RunOnIo([&s, &idle, idle_for] {
+    {
+      std::lock_guard<std::mutex> lk(s.mu);
+      idle = !s.busy && std::chrono::steady_clock::now() - s.stirred >= idle_for;
+    }
+    if (idle) s.Shutdown();  // on the I/O thread: nothing is accepted or handled after the check
+  });
+  if (idle) Stop();
+  return idle;
 }
 
 const std::string& LocalRuntime::socket_path() const { return impl_->opt.socket_path; }

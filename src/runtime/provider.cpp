@@ -459,7 +459,7 @@ class CommandRun : public TurnRun, public std::enable_shared_from_this<CommandRu
     env.push_back("SESSIONTURN_SESSION=" + input_.session_name);
     env.push_back("SESSIONTURN_TURN=" + input_.turn_id);
     env.push_back("SESSIONTURN_STATE_DIR=" + input_.state_dir);
-    auto pid = SpawnInGroup({"/bin/sh", "-c", command_}, stdin_fd, out_pipe[1], err_pipe[1], env);
+    auto pid = SpawnInGroup({"/bin/sh", "-c", command_}, stdin_fd, out_pipe[1], err_pipe[1], env, input_.working_dir);
     ::close(stdin_fd);
     ::close(out_pipe[1]);
     ::close(err_pipe[1]);

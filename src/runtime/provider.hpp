@@ -48,6 +48,7 @@ struct TurnInput {
   std::int64_t number = 0;  // this is the Session's number-th turn (from the journal)
   std::string session_name;
   std::string state_dir;
+  std::string working_dir;  // where commands run; empty: the process's current directory
   std::chrono::milliseconds echo_delay{20};
 };
 
@@ -81,9 +82,9 @@ std::shared_ptr<TurnRun> NewShellRun(std::shared_ptr<TurnHost> host, TurnInput i
 std::shared_ptr<TurnRun> NewDisabledShellRun(std::shared_ptr<TurnHost> host, TurnInput input, std::string command);
 
 // Starts argv[0] (a path) in a new process group with the given stdin/stdout/stderr, environment,
-// default signal dispositions and nothing blocked. Returns its pid.
+// default signal dispositions and nothing blocked, in `cwd` (empty: ours). Returns its pid.
 Result<int> SpawnInGroup(const std::vector<std::string>& argv, int in, int out, int err,
-                         const std::vector<std::string>& env);
+                         const std::vector<std::string>& env, const std::string& cwd = {});
 
 // The text a shell turn records when shell commands are disabled.
 inline constexpr std::string_view kShellDisabledText =

@@ -111,7 +111,7 @@ class ShellRun : public TurnRun, public std::enable_shared_from_this<ShellRun> {
     std::vector<std::string> env;
     for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
     // stdout and stderr share one pipe, so their output interleaves as it was written.
-    auto pid = SpawnInGroup({"/bin/sh", "-lc", command_}, devnull, pipe_fds[1], pipe_fds[1], env);
+    auto pid = SpawnInGroup({"/bin/sh", "-lc", command_}, devnull, pipe_fds[1], pipe_fds[1], env, input_.working_dir);
     ::close(devnull);
     ::close(pipe_fds[1]);
     if (!pid) {
@@ -276,12 +276,13 @@ class DisabledShellRun : public TurnRun {
 }  // namespace
 
 Result<int> SpawnInGroup(const std::vector<std::string>& argv, int in, int out, int err,
-                         const std::vector<std::string>& env) {
+                         const std::vector<std::string>& env, const std::string& cwd) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, in, 0);
   posix_spawn_file_actions_adddup2(&fa, out, 1);
   posix_spawn_file_actions_adddup2(&fa, err, 2);
+  if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   posix_spawnattr_setpgroup(&attr, 0);

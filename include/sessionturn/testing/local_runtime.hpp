@@ -59,6 +59,9 @@ struct LocalRuntimeOptions {
   std::string provider = "echo";
   bool allow_shell = false;  // run `!` commands; otherwise such a turn records a failed tool event
   std::string session_name = "local";
+  // Where `!` commands and command providers run, and runtime.status workingDir. Empty: the process's
+  // current directory (the program is started in its Session's workspace; in-process hosts name it).
+  std::string working_dir;
   LogSink log_sink;  // optional; default: warnings on stderr
   // Keep every decoded request for ReceivedRequests()/WaitForRequest(). Off by default: the log grows
   // with every request for the runtime's lifetime, which a long-running runtime must not do. Tests
@@ -75,6 +78,18 @@ struct LocalRuntimeOptions {
   std::chrono::milliseconds echo_delay{20};
 };
 
+// What an idle policy looks at (sessionturn-local-runtime --idle-exit, the LocalBackend's in-process
+// mode). Busy: a turn running or queued, or a question open. Idle time counts from the later of the
+// end of the last busy stretch, the last request and the last accepted connection (so a client that
+// has just connected to submit a turn is not cut off before its message arrives).
+struct RuntimeActivity {
+  bool busy = false;
+  std::chrono::steady_clock::duration idle_for{};  // zero while busy
+  // Wall-clock time of the last turn event (user.message*, turn.started, turn.completed) journaled by
+  // this run; the epoch when there was none.
+  std::chrono::system_clock::time_point last_turn{};
+};
+
 class LocalRuntime {
  public:
   // Binds the socket, loads the journal (state_dir/events.jsonl), runs recovery if the journal shows
@@ -89,6 +104,13 @@ class LocalRuntime {
   // Closes the listener and every connection, kills a running provider, syncs the journal and removes
   // the socket. Idempotent. Blocks until the I/O thread has stopped.
   void Stop();
+
+  // The idle policy's view (thread-safe, cheap: no hop to the I/O thread).
+  RuntimeActivity Activity() const;
+  // Stops the runtime, as Stop() does, if it has been idle for at least `idle_for`. The decision and
+  // the closing of the listener happen together on the I/O thread, so no request lands between them.
+  // True when it stopped (or was stopped already).
+  bool StopIfIdle(std::chrono::milliseconds idle_for);
 
   const std::string& socket_path() const;
   std::string journal_id() const;

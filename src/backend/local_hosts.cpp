@@ -1,0 +1,208 @@
+// Where the LocalBackend's runtimes run (local_backend.hpp, RuntimeHost): a detached
+// sessionturn-local-runtime process per Session (the default; it outlives the embedding process), or
+// a testing::LocalRuntime inside this process (in-process mode: tests and benchmarks with thousands of
+// Sessions), which this host then holds to the same idle policy and records as the program does.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "backend/local_backend.hpp"
+#include "backend/local_process.hpp"
+#include "sessionturn/testing/local_runtime.hpp"
+
+namespace sessionturn::local {
+namespace {
+
+// The default workspace is the Session's own; one removed by hand is made again on the next start.
+void EnsureWorkspace(const SessionPaths& paths, const SessionRecord& record) {
+  if (record.workdir == paths.workspace) ::mkdir(paths.workspace.c_str(), 0700);
+}
+
+class ProcessHost final : public RuntimeHost {
+ public:
+  explicit ProcessHost(HostConfig config) : config_(std::move(config)) {}
+
+  Liveness Check(const SessionPaths& paths, const Result<RuntimeRecord>& record) override {
+    Liveness live;
+    auto pid = ReadPidFile(paths.pid_file);
+    if (!pid) return live;
+    live.pid = *pid;
+    // Our runtime's command line names its state directory: a pid reused since is not alive here.
+    live.alive = RuntimeAlive(live.pid, paths.dir);
+    live.serving = live.alive && record && record->pid == live.pid && record->exit.empty();
+    return live;
+  }
+
+  Result<long> Start(const SessionPaths& paths, const SessionRecord& record) override {
+    if (config_.program.empty()) return Fail(Errc::not_found, config_.program_error);
+    EnsureWorkspace(paths, record);
+    std::vector<std::string> argv = {config_.program,
+                                     "serve",
+                                     "--socket",
+                                     paths.socket,
+                                     "--state-dir",
+                                     paths.dir,
+                                     "--status-file",
+                                     paths.status_file,
+                                     "--session-name",
+                                     record.name,
+                                     "--provider",
+                                     record.provider,
+                                     "--idle-exit",
+                                     std::to_string(config_.suspend_after.count()),
+                                     "--detach",
+                                     "--pid-file",
+                                     paths.pid_file};
+    if (config_.allow_shell) argv.push_back("--allow-shell");
+    return StartDetached(argv, record.workdir, paths.log, paths.pid_file);
+  }
+
+  bool RequestStop(const SessionPaths& paths, long pid) override { return SignalRuntime(pid, paths.dir, SIGTERM); }
+  bool Running(const std::string& dir, long pid) override { return RuntimeAlive(pid, dir); }
+  void Kill(const std::string& dir, long pid) override { SignalRuntime(pid, dir, SIGKILL); }
+  bool in_process() const override { return false; }
+
+ private:
+  HostConfig config_;
+};
+
+class InProcessHost final : public RuntimeHost {
+ public:
+  InProcessHost(HostConfig config, LogSink log) : config_(std::move(config)), log_(std::move(log)) {}
+  ~InProcessHost() override { StopAll(); }
+
+  Liveness Check(const SessionPaths& paths, const Result<RuntimeRecord>&) override {
+    Liveness live;
+    std::lock_guard lock(mu_);
+    if (hosted_.count(paths.dir) != 0) {
+      live.alive = live.serving = true;
+      live.pid = static_cast<long>(::getpid());
+    }
+    return live;
+  }
+
+  Result<long> Start(const SessionPaths& paths, const SessionRecord& record) override {
+    EnsureWorkspace(paths, record);
+    auto hosted = std::make_shared<Hosted>();
+    auto socket = SocketPath::For(paths.socket);
+    if (!socket) return Fail(socket.error());
+    hosted->socket = std::move(*socket);
+    hosted->status_file = paths.status_file;
+    testing::LocalRuntimeOptions o;
+    o.socket_path = hosted->socket.path();
+    o.state_dir = paths.dir;
+    o.provider = record.provider;
+    o.allow_shell = config_.allow_shell;
+    o.session_name = record.name;
+    o.working_dir = record.workdir;
+    o.log_sink = log_;
+    auto runtime = testing::LocalRuntime::Start(o);
+    if (!runtime) return Fail(Errc::failed, "Session " + record.name + ": " + runtime.error().message);
+    hosted->runtime = std::move(*runtime);
+    hosted->record.pid = static_cast<long>(::getpid());
+    hosted->record.in_process = true;
+    hosted->record.started = WallClock::now();
+    if (auto prev = ReadRuntimeRecord(paths.status_file)) hosted->record.last_activity = prev->last_activity;
+    if (auto st = WriteRuntimeRecord(paths.status_file, hosted->record); !st) {
+      hosted->runtime->Stop();
+      return Fail(st.error());
+    }
+    std::lock_guard lock(mu_);
+    hosted_[paths.dir] = hosted;
+    return hosted->record.pid;
+  }
+
+  bool RequestStop(const SessionPaths& paths, long) override {
+    std::shared_ptr<Hosted> h = Find(paths.dir);
+    return h && End(paths.dir, *h, kExitStopped, std::chrono::milliseconds(-1));
+  }
+  bool Running(const std::string& dir, long) override { return Find(dir) != nullptr; }
+  void Kill(const std::string&, long) override {}  // RequestStop has stopped it already
+  bool in_process() const override { return true; }
+
+  void Tick() override {
+    std::vector<std::pair<std::string, std::shared_ptr<Hosted>>> all;
+    {
+      std::lock_guard lock(mu_);
+      all.assign(hosted_.begin(), hosted_.end());
+    }
+    for (auto& [dir, h] : all) {
+      const auto activity = h->runtime->Activity();
+      {
+        std::lock_guard op(h->op_mu);
+        if (h->ended) continue;
+        if (activity.last_turn > h->record.last_activity) {
+          h->record.last_activity = activity.last_turn;
+          (void)WriteRuntimeRecord(h->status_file, h->record, false);
+        }
+      }
+      const auto idle = std::chrono::duration_cast<std::chrono::milliseconds>(config_.suspend_after);
+      if (idle.count() > 0 && !activity.busy && activity.idle_for >= idle) End(dir, *h, kExitIdle, idle);
+    }
+  }
+
+  void StopAll() override {
+    std::map<std::string, std::shared_ptr<Hosted>> all;
+    {
+      std::lock_guard lock(mu_);
+      all = hosted_;
+    }
+    for (auto& [dir, h] : all) End(dir, *h, kExitStopped, std::chrono::milliseconds(-1));
+  }
+
+ private:
+  struct Hosted {
+    SocketPath socket;  // before the runtime: its path must stay valid until the runtime has stopped
+    std::unique_ptr<testing::LocalRuntime> runtime;
+    std::string status_file;
+    std::mutex op_mu;  // one stop at a time; guards record and ended
+    RuntimeRecord record;
+    bool ended = false;
+  };
+
+  std::shared_ptr<Hosted> Find(const std::string& dir) {
+    std::lock_guard lock(mu_);
+    auto it = hosted_.find(dir);
+    return it == hosted_.end() ? nullptr : it->second;
+  }
+
+  // Stops it (only when idle for `idle`, unless that is negative) and records how it ended, as the
+  // program does. False when it did not stop (busy, or another stop came first).
+  bool End(const std::string& dir, Hosted& h, std::string_view how, std::chrono::milliseconds idle) {
+    std::lock_guard op(h.op_mu);
+    if (h.ended) return false;
+    if (idle.count() >= 0) {
+      if (!h.runtime->StopIfIdle(idle)) return false;
+    } else {
+      h.runtime->Stop();
+    }
+    h.ended = true;
+    h.record.exit = std::string(how);
+    h.record.exited = WallClock::now();
+    (void)WriteRuntimeRecord(h.status_file, h.record);
+    std::lock_guard lock(mu_);
+    hosted_.erase(dir);
+    return true;
+  }
+
+  HostConfig config_;
+  LogSink log_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Hosted>> hosted_;  // by Session directory
+};
+
+}  // namespace
+
+std::unique_ptr<RuntimeHost> MakeProcessHost(HostConfig config) {
+  return std::make_unique<ProcessHost>(std::move(config));
+}
+
+std::unique_ptr<RuntimeHost> MakeInProcessHost(HostConfig config, LogSink log) {
+  return std::make_unique<InProcessHost>(std::move(config), std::move(log));
+}
+
+}  // namespace sessionturn::local

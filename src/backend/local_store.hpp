@@ -1,0 +1,132 @@
+// The local backend's state on disk (docs/backends.md, "The state root"): where a Session's files are,
+// the two records (session.json, written by backends under the Session's lock; runtime.json, written by
+// the Session's runtime only), atomic writes, the Session lock and the log's tail. Shared by the
+// backend and the sessionturn-local-runtime program, so both read and write the same shapes.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sessionturn/backend.hpp"
+#include "sessionturn/error.hpp"
+
+namespace sessionturn::local {
+
+using WallClock = std::chrono::system_clock;
+
+// The record's version; a newer one is refused (an older backend must not rewrite what it cannot read).
+inline constexpr int kSessionRecordVersion = 1;
+// session.json and runtime.json are a few hundred bytes; a bigger one is not ours.
+inline constexpr std::size_t kMaxRecordBytes = 1u << 20;
+// What a Failed Session's message quotes of its runtime's log.
+inline constexpr std::size_t kLogTailLines = 10;
+inline constexpr std::size_t kLogTailBytes = 2048;
+// runtime.log is appended to by every start; past this size a start moves it to runtime.log.1 first.
+inline constexpr std::size_t kLogRotateBytes = 1u << 20;
+
+// The files of one Session, <root>/sessions/<name>/...
+struct SessionPaths {
+  std::string dir;
+  std::string session_file;  // session.json
+  std::string lock_file;     // session.lock (the backends' flock; the runtime's journal has its own, "lock")
+  std::string pid_file;      // runtime.pid (written by the program when it detaches)
+  std::string status_file;   // runtime.json
+  std::string socket;        // runtime.sock
+  std::string log;           // runtime.log (the runtime's stdout and stderr)
+  std::string workspace;     // workspace/ (the default working directory)
+};
+SessionPaths PathsFor(const std::string& root, const std::string& name);
+std::string SessionsDir(const std::string& root);  // <root>/sessions
+
+// session.json. Only backends write it, under the Session's lock; phase, reason, message and
+// last_activity are what a backend last saw (the runtime's own record is runtime.json).
+struct SessionRecord {
+  std::string name;
+  std::map<std::string, std::string> labels;
+  std::map<std::string, std::string> annotations;
+  std::map<std::string, std::string> parameters;  // the SessionSpec's, as given
+  std::string provider;                            // resolved: the spec's or the backend's
+  std::string workdir;                             // resolved, absolute
+  WallClock::time_point created{};
+  WallClock::time_point last_activity{};
+  SessionPhase phase = SessionPhase::pending;
+  SuspendReason suspended = SuspendReason::none;
+  std::string message;
+};
+// Errc::not_found when the file is missing; Errc::io_error naming the file and what is wrong with it
+// when it cannot be read or is not a Session record.
+Result<SessionRecord> ReadSessionRecord(const std::string& path);
+Status WriteSessionRecord(const std::string& path, const SessionRecord& record);
+
+// runtime.json: the runtime's own account (pid, start, last turn, how it ended). Written only by the
+// runtime that owns the Session's journal (the program, or the in-process host for its runtimes).
+struct RuntimeRecord {
+  long pid = 0;
+  bool in_process = false;  // hosted inside another program (LocalBackendOptions::in_process)
+  WallClock::time_point started{};
+  WallClock::time_point last_activity{};  // the last turn event; epoch when none in this run
+  std::string exit;                       // "" while it runs; kExitIdle or kExitStopped once it ended cleanly
+  WallClock::time_point exited{};
+};
+inline constexpr std::string_view kExitIdle = "idle";        // --idle-exit: the idle policy stopped it
+inline constexpr std::string_view kExitStopped = "stopped";  // SIGTERM/SIGINT, or the host stopped it
+// Errc::not_found when missing, Errc::io_error naming the file when unreadable or malformed.
+Result<RuntimeRecord> ReadRuntimeRecord(const std::string& path);
+// `durable` as for WriteFileAtomic: the start and the exit are; last-activity updates need not be.
+Status WriteRuntimeRecord(const std::string& path, const RuntimeRecord& record, bool durable = true);
+
+// Writes `content` to `path` so that readers see the old file or the new one, never a part: a temp file
+// beside it, rename over. `durable`: fsync the file before and the directory after the rename, so it
+// also survives a machine crash (records; not needed for a pid, which a reboot makes stale anyway).
+// Created 0600.
+Status WriteFileAtomic(const std::string& path, std::string_view content, bool durable = true);
+// The file's text, bounded; Errc::not_found when missing.
+Result<std::string> ReadSmallFile(const std::string& path, std::size_t max_bytes = kMaxRecordBytes);
+
+// "2026-08-08T12:00:00.123Z" (UTC, milliseconds) and back; nullopt for anything else.
+std::string FormatTime(WallClock::time_point t);
+std::optional<WallClock::time_point> ParseTime(std::string_view text);
+
+// The last lines of the runtime's log, for a Failed Session's message ("" when there is none).
+std::string LogTail(const std::string& path, std::size_t max_lines = kLogTailLines,
+                    std::size_t max_bytes = kLogTailBytes);
+
+// A Session's lock: flock(LOCK_EX) on its session.lock, which every start, stop and change of
+// session.json holds. It is per open file, so it also orders threads of one process. Never held across
+// a wait: only file operations and a spawn happen under it.
+class SessionLock {
+ public:
+  SessionLock() = default;
+  ~SessionLock();
+  SessionLock(SessionLock&& other) noexcept;
+  SessionLock& operator=(SessionLock&& other) noexcept;
+  SessionLock(const SessionLock&) = delete;
+  SessionLock& operator=(const SessionLock&) = delete;
+
+  // Tries once. Held: the lock. Busy: an empty lock (held() false). Errors: Errc::not_found when the
+  // Session's directory is gone, Errc::io_error otherwise.
+  static Result<SessionLock> TryAcquire(const std::string& lock_file);
+  bool held() const noexcept { return fd_ >= 0; }
+  void Release();
+
+ private:
+  int fd_ = -1;
+};
+
+// Creates <root>/sessions/<name>/ with session.json, session.lock and workspace/ as one step: they are
+// made in a hidden temp directory and renamed into place, so no one ever sees a half-made Session.
+// Returns false (and creates nothing) when the Session exists already.
+Result<bool> CreateSessionDir(const std::string& root, const SessionRecord& record, bool make_workspace);
+// Moves the Session's directory out of the way (<root>/sessions/.deleted-<name>-<random>) so it is gone
+// for every reader at once, and returns where it went. Errc::not_found when there is none.
+Result<std::string> RetireSessionDir(const std::string& root, const std::string& name);
+// Removes a retired directory (or any leftover hidden temp directory) with its contents.
+void RemoveTree(const std::string& dir);
+// The names of the Sessions under the root (hidden entries are skipped), sorted.
+Result<std::vector<std::string>> ListSessionNames(const std::string& root);
+
+}  // namespace sessionturn::local
