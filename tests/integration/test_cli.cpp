@@ -72,29 +72,72 @@ std::string WriteScript(const TempDir& dir, const std::string& json) {
 
 }  // namespace
 
-TEST_CASE("cli: --help, and usage errors exit 2", "[cli]") {
+TEST_CASE("cli: --help, and usage errors exit 2 with one line and a pointer to the command's --help", "[cli]") {
   auto help = RunCli({"--help"});
   REQUIRE(help.exit_code == 0);
   REQUIRE(help.out.find("sessionturn turn") != std::string::npos);
+  REQUIRE(help.out.find("Exit codes:") != std::string::npos);
+  REQUIRE(RunCli({"help"}).out == help.out);
 
-  for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{
-           {},
-           {"frobnicate"},
-           {"turn", "hello"},                                     // no connection
-           {"turn", "--socket", "/tmp/x.sock"},                   // no prompt
-           {"turn", "--socket", "/tmp/x.sock", "--timeout", "soon", "hi"},
-           {"turn", "--socket", "/tmp/x.sock", "--questions", "maybe", "hi"},
-           {"turn", "--socket", "/tmp/x.sock", "--bogus", "hi"},
-           {"turn", "--socket", "/tmp/x.sock", "a", "b"},
-           {"turn", "--socket", "/tmp/x.sock", "hi", "--exec"},
-           {"watch", "--socket", "/tmp/x.sock", "--since", "-3"},
-           {"interrupt", "--socket", "/tmp/x.sock", "--json"},
+  struct Bad {
+    std::vector<std::string> args;
+    std::string says;     // part of the one line
+    std::string command;  // the --help it points to
+  };
+  for (const Bad& bad : std::vector<Bad>{
+           {{}, "no command given", "sessionturn"},
+           {{"frobnicate"}, "unknown command \"frobnicate\"", "sessionturn"},
+           {{"turn", "hello"}, "give --socket PATH, --session NAME or --exec CMD", "sessionturn turn"},
+           {{"turn", "--socket", "/tmp/x.sock"}, "no PROMPT given", "sessionturn turn"},
+           {{"turn", "--socket", "/tmp/x.sock", "--timeout", "soon", "hi"},
+            "--timeout: wants a positive number of seconds, not \"soon\"", "sessionturn turn"},
+           {{"turn", "--socket", "/tmp/x.sock", "--questions", "maybe", "hi"},
+            "--questions: wants decline or ask, not \"maybe\"", "sessionturn turn"},
+           {{"turn", "--socket", "/tmp/x.sock", "--bogus", "hi"}, "unknown option --bogus", "sessionturn turn"},
+           {{"turn", "--socket", "/tmp/x.sock", "a", "b"}, "more than one PROMPT given", "sessionturn turn"},
+           {{"turn", "--socket", "/tmp/x.sock", "--", "a", "b"}, "more than one PROMPT given", "sessionturn turn"},
+           {{"turn", "--socket", "/tmp/x.sock", "hi", "--exec"}, "--exec needs a command", "sessionturn turn"},
+           {{"turn", "--socket", "", "hi"}, "--socket: needs a path", "sessionturn turn"},
+           {{"turn", "--socket"}, "--socket", "sessionturn turn"},
+           {{"watch", "--socket", "/tmp/x.sock", "--since", "-3"}, "--since: wants an event id", "sessionturn watch"},
+           {{"interrupt", "--socket", "/tmp/x.sock", "--json"}, "--json is not an option of `sessionturn interrupt`",
+            "sessionturn interrupt"},
+           {{"interrupt", "--socket", "/tmp/x.sock", "--exec", "x"}, "give one of --socket, --session and --exec",
+            "sessionturn interrupt"},
        }) {
-    auto run = RunCli(bad);
-    INFO("args: " << nlohmann::json(bad).dump() << " stderr: " << run.err);
-    REQUIRE(run.exit_code == 2);
-    REQUIRE(run.err.find("usage:") != std::string::npos);
+    auto run = RunCli(bad.args);
+    INFO("args: " << nlohmann::json(bad.args).dump() << " stderr: " << run.err);
+    CHECK(run.exit_code == 2);
+    CHECK(run.out.empty());
+    // One line, not the manual.
+    CHECK(run.err.find('\n') == run.err.size() - 1);
+    CHECK(run.err.rfind("sessionturn: ", 0) == 0);
+    CHECK(run.err.find(bad.says) != std::string::npos);
+    CHECK(run.err.find("(usage: " + bad.command + " --help)") != std::string::npos);
   }
+}
+
+TEST_CASE("cli: every command has its own --help", "[cli]") {
+  for (const std::string command : {"turn", "watch", "interrupt", "sessions", "wait"}) {
+    auto run = RunCli({command, "--help"});
+    INFO(command << ": " << run.err);
+    CHECK(run.exit_code == 0);
+    CHECK(run.out.find("\nusage: sessionturn " + command) != std::string::npos);
+    CHECK(RunCli({"help", command}).out == run.out);
+  }
+  auto turn = RunCli({"turn", "--help"});
+  for (const char* flag : {"--socket", "--session", "--exec", "--timeout", "--questions", "--no-reconnect",
+                           "--allow-commands", "--json", "PROMPT"}) {
+    INFO(flag);
+    CHECK(turn.out.find(flag) != std::string::npos);
+  }
+  CHECK(turn.out.find("sessionturn wait") == std::string::npos);  // that command's help only
+  auto watch = RunCli({"watch", "--help"});
+  CHECK(watch.out.find("--since") != std::string::npos);
+  CHECK(watch.out.find("--questions") == std::string::npos);
+  auto get = RunCli({"sessions", "get", "--help"});
+  CHECK(get.exit_code == 0);
+  CHECK(get.out.find("\nusage: sessionturn sessions get NAME") != std::string::npos);
 }
 
 TEST_CASE("cli: a turn streams the reply and exits 0; the Session remembers earlier turns", "[cli]") {

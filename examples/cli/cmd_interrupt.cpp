@@ -1,0 +1,45 @@
+// `sessionturn interrupt`: stop the turn the runtime is running (exit 5 when there is none).
+#include <cstdio>
+
+#include <sessionturn/context.hpp>
+#include <sessionturn/driver.hpp>
+#include <sessionturn/kube.hpp>
+#include <sessionturn/sessions.hpp>
+
+#include "commands.hpp"
+#include "connect.hpp"
+#include "kube_flags.hpp"
+#include "options.hpp"
+#include "output.hpp"
+
+namespace sessionturn_cli {
+
+CLI::App* AddInterrupt(CLI::App& app, Args& args) {
+  CLI::App* interrupt = app.add_subcommand("interrupt", "Interrupt the turn the Session is running");
+  SetSynopsis(*interrupt, "sessionturn interrupt (--socket PATH | --session NAME [KUBE] | --exec CMD [ARG...])");
+  AddConnectionOptions(*interrupt, args);
+  return interrupt;
+}
+
+int RunInterrupt(const Args& args) {
+  if (!args.session.empty()) {
+    // An idle-suspended Session runs no turn: waking it (a Pod scheduled, a workspace mounted) only to
+    // interrupt nothing would be waste.
+    const st::KubeConfig kube = LoadKube(args);
+    st::KubeClient client(kube);
+    st::SessionClient sessions(client, kube.Namespace());
+    if (auto s = sessions.Get(args.session); s && s->IsIdleSuspended()) {
+      std::fprintf(stderr, "sessionturn: Session %s/%s is suspended by its idle policy: no turn is running\n",
+                   kube.Namespace().c_str(), args.session.c_str());
+      return kExitCompleted;
+    }
+  }
+  st::Context context;
+  st::Driver driver(context, MakeConnector(context, args));
+  auto status = driver.Interrupt();
+  if (status) return kExitCompleted;
+  std::fprintf(stderr, "sessionturn: interrupt: %s\n", status.error().ToString().c_str());
+  return ExitCodeFor(status.error());
+}
+
+}  // namespace sessionturn_cli
