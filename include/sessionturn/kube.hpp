@@ -79,9 +79,19 @@ class KubeConfig {
   // (blocking, bounded by kExecPluginTimeout), so do not call it on a Context worker. Never log it.
   Result<std::string> BearerToken() const;
 
-  // Call after the API server answered 401: forgets a cached exec credential (the next
-  // BearerToken() runs the plugin again) and re-reads token files. Returns true when a new token
-  // may differ, i.e. a retry makes sense.
+  // The current bearer token without blocking the caller (for code on the Context): `handler` runs
+  // on a worker of `context` (on the calling thread when the Context is stopped). A fresh cached
+  // token is handed out at once; a refresh (reading a token file, running an exec plugin) runs on
+  // this configuration's credential executor, one thread started for the refresh and gone after it
+  // (at most one per configuration, so concurrent callers share one plugin run), and ahead of expiry
+  // in the background while the cached token is still handed out. A token file is looked at again
+  // every 60 s at most on this path. The Context must outlive the call. Never log the token.
+  void AsyncBearerToken(Context& context, std::function<void(Result<std::string>)> handler) const;
+
+  // Call after the API server answered 401: forgets the cached exec credential and token file
+  // contents, so the next BearerToken()/AsyncBearerToken() runs the plugin or reads the file again.
+  // Does no I/O (safe on a Context worker). Returns true when there is a source that may yield a
+  // different token (a plugin or a file), i.e. one retry makes sense.
   bool InvalidateToken() const;
 
   // The OpenSSL contexts of the exec WebSockets made from Tls() (ExecEndpointFromConfig), one per

@@ -60,11 +60,16 @@ struct KubeExecEndpoint {
   bool insecure_skip_tls_verify = false;
   // "http://proxy:3128"; empty: HTTPS_PROXY / NO_PROXY from the environment.
   std::string proxy_url;
-  // Returns the bearer token ("" for none). Called on every connect, off the Context's workers when
-  // it may block (a KubeConfig's may run an exec plugin). Empty function: no Authorization header.
+  // The bearer token source, asked on every connect: hands the token ("" for none) to its callback,
+  // from any thread, without blocking the caller (KubeConfig::AsyncBearerToken: refreshes run off
+  // the loop). Preferred over bearer_token when both are set.
+  std::function<void(Context&, std::function<void(Result<std::string>)>)> async_bearer_token;
+  // A synchronous source for a token already at hand (a fixed token, a cached value). It is called
+  // on the connecting thread, often a Context worker, so it must not block: a source that reads
+  // files or runs programs belongs in async_bearer_token. Neither set: no Authorization header.
   std::function<Result<std::string>()> bearer_token;
-  // Called once after a 401: forget cached credentials; true when a retry may get a different token
-  // (KubeConfig::InvalidateToken). Empty: a 401 is final.
+  // Called once after a 401, on a Context worker (must not block): forget cached credentials; true
+  // when a retry may get a different token (KubeConfig::InvalidateToken). Empty: a 401 is final.
   std::function<bool()> invalidate_token;
   std::chrono::milliseconds connect_timeout{30'000};    // DNS + TCP + proxy + TLS
   std::chrono::milliseconds handshake_timeout{30'000};  // the HTTP upgrade

@@ -1,10 +1,10 @@
 #include "kube/exec_connection.hpp"
 
 #include <cstdlib>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "blocking.hpp"
 #include "kube/websocket_tls.hpp"
 #include "sessionturn/kube.hpp"
 
@@ -277,32 +277,45 @@ struct KubeExecConnector::Impl : std::enable_shared_from_this<KubeExecConnector:
   }
 
   // `may_retry`: a 401 may be retried once with a fresh token (an exec credential that expired
-  // between the plugin run and the request, a rotated token file).
+  // between the plugin run and the request, a rotated token file). Never blocks: the token comes from
+  // the endpoint's asynchronous source (a KubeConfig's refreshes run off the loop).
   void Connect(ConnectHandler handler, bool may_retry = true) {
     auto self = shared_from_this();
-    auto fail = [this](ConnectHandler& h, Error e) {
-      e.message = Describe() + ": " + e.message;
-      context.Post([h = std::move(h), e = std::move(e)] { h(Fail(e)); });
-    };
     auto target = Target();
-    if (!target) return fail(handler, target.error());
-    if (endpoint.bearer_token) {
-      auto token = endpoint.bearer_token();
-      if (!token) return fail(handler, token.error());
-      if (!token->empty()) target->headers.emplace_back("Authorization", "Bearer " + *token);
+    if (!target) return Report(std::move(handler), Fail(target.error()));
+    auto with_token = [self, may_retry, handler = std::move(handler),
+                       target = std::move(*target)](Result<std::string> token) mutable {
+      if (!token) return self->Report(std::move(handler), Fail(token.error()));
+      if (!token->empty()) target.headers.emplace_back("Authorization", "Bearer " + *token);
+      self->Open(std::move(target), std::move(handler), may_retry);
+    };
+    if (endpoint.async_bearer_token) return endpoint.async_bearer_token(context, std::move(with_token));
+    if (endpoint.bearer_token) return with_token(endpoint.bearer_token());
+    with_token(std::string());
+  }
+
+  // The handler's error, prefixed with this connector's name, on a worker (never inline: the caller
+  // may hold locks).
+  void Report(ConnectHandler handler, Result<std::shared_ptr<Connection>> error) {
+    if (!error) {
+      Error e = error.error();
+      e.message = Describe() + ": " + e.message;
+      error = Fail(std::move(e));
     }
+    blocking::ReportNow(context, std::move(handler), std::move(error));
+  }
+
+  void Open(kube::WsTarget target, ConnectHandler handler, bool may_retry) {
+    auto self = shared_from_this();
     kube::WebSocket::AsyncConnect(
-        context, std::move(*target),
+        context, std::move(target),
         [self, may_retry, handler = std::move(handler)](Result<std::shared_ptr<kube::WebSocket>> ws) mutable {
           if (!ws) {
             if (may_retry && ws.error().code == Errc::unauthorized && self->endpoint.invalidate_token) {
-              // Both the invalidation and the next token may block (files, plugins): off the workers.
-              std::thread([self, error = ws.error(), handler = std::move(handler)]() mutable {
-                if (self->endpoint.invalidate_token()) return self->Connect(std::move(handler), false);
-                error.message = self->Describe() + ": " + error.message + " (no fresher token is available)";
-                handler(Fail(std::move(error)));
-              }).detach();
-              return;
+              if (self->endpoint.invalidate_token()) return self->Connect(std::move(handler), false);
+              Error e = ws.error();
+              e.message = self->Describe() + ": " + e.message + " (no fresher token is available)";
+              return handler(Fail(std::move(e)));
             }
             Error e = ws.error();
             e.message = self->Describe() + ": " + e.message;
@@ -324,15 +337,7 @@ KubeExecConnector::KubeExecConnector(Context& context, KubeExecEndpoint endpoint
 
 KubeExecConnector::~KubeExecConnector() = default;
 
-void KubeExecConnector::AsyncConnect(ConnectHandler handler) {
-  auto impl = impl_;
-  // The token source may block (a token file, an exec plugin); never on a Context worker.
-  if (impl->endpoint.bearer_token && impl->context.InWorkerThread()) {
-    std::thread([impl, handler = std::move(handler)]() mutable { impl->Connect(std::move(handler)); }).detach();
-    return;
-  }
-  impl->Connect(std::move(handler));
-}
+void KubeExecConnector::AsyncConnect(ConnectHandler handler) { impl_->Connect(std::move(handler)); }
 
 std::string KubeExecConnector::Describe() const { return impl_->Describe(); }
 

@@ -22,7 +22,9 @@ KubeExecEndpoint ExecEndpointFromConfig(const KubeConfig& kube) {
   endpoint.proxy_url = kube.ProxyUrl();
   // The configuration's: every connector made from it (one per Session) shares its TLS contexts.
   endpoint.tls_contexts = kube.ExecTlsContexts();
-  endpoint.bearer_token = [kube]() { return kube.BearerToken(); };
+  endpoint.async_bearer_token = [kube](Context& context, std::function<void(Result<std::string>)> done) {
+    kube.AsyncBearerToken(context, std::move(done));
+  };
   endpoint.invalidate_token = [kube]() { return kube.InvalidateToken(); };
   return endpoint;
 }

@@ -112,4 +112,11 @@ Result<long long> ParseRfc3339(std::string_view text) {
   return static_cast<long long>(timegm(&tm)) - offset;
 }
 
+std::string Str(const nlohmann::json& obj, const char* key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return {};
+  if (it->is_string()) return it->get<std::string>();
+  return it->dump();
+}
+
 }  // namespace sessionturn::kube_internal

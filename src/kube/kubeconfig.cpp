@@ -1,11 +1,6 @@
 // KubeConfig: kubeconfig files (merged as kubectl merges them), the in-cluster service account,
 // static tokens, token files that rotate, and exec credential plugins.
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -24,10 +19,9 @@
 #endif
 
 #include "kube/kube_util.hpp"
+#include "kube/kubeconfig_impl.hpp"
 #include "kube/websocket_tls.hpp"
 #include "sessionturn/kube.hpp"
-
-extern char** environ;
 
 namespace sessionturn {
 
@@ -35,63 +29,7 @@ using nlohmann::json;
 using namespace kube_internal;
 namespace fs = std::filesystem;
 
-namespace {
 
-// A plugin may print a lot on stderr; only the end is useful in an error message.
-constexpr std::size_t kPluginStderrTail = 1024;
-// A credential is refreshed this long before it expires, so a request never carries one that
-// expires in flight.
-constexpr long long kExpirySlackSeconds = 10;
-// Bound on what a plugin may print on stdout (an ExecCredential is small).
-constexpr std::size_t kPluginStdoutLimit = 1 << 20;
-
-struct ExecSpec {
-  std::string api_version;
-  std::string command;
-  std::vector<std::string> args;
-  std::vector<std::pair<std::string, std::string>> env;
-  std::string interactive_mode;
-  bool provide_cluster_info = false;
-  std::string where;  // "user U in kubeconfig F" for messages
-};
-
-std::string Tail(const std::string& text, std::size_t n) {
-  std::string t = text.size() > n ? text.substr(text.size() - n) : text;
-  while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) t.pop_back();
-  return t;
-}
-
-}  // namespace
-
-struct KubeConfig::Impl {
-  std::string server;
-  std::string namespace_name = "default";
-  std::string context_name;
-  std::string proxy_url;
-  std::string describe;
-  KubeTls tls;
-  KubeAuthKind auth = KubeAuthKind::none;
-
-  std::string static_token;
-  std::string token_file;  // tokenFile or the service-account token
-  std::optional<ExecSpec> exec;
-
-  mutable std::mutex mu;
-  // Token file cache: re-read when its mtime or size changes (kubelet rotates projected tokens).
-  mutable std::string file_token;
-  mutable struct timespec file_mtime {};
-  mutable off_t file_size = -1;
-  // Exec credential cache.
-  mutable std::string exec_token;
-  mutable long long exec_expiry = 0;  // seconds since epoch; 0: no expiry given
-  mutable bool exec_cached = false;
-
-  // Held here rather than process-wide so that no TLS material outlives its configuration.
-  std::shared_ptr<kube::TlsContextCache> exec_tls_contexts = std::make_shared<kube::TlsContextCache>();
-
-  Result<std::string> ReadTokenFileLocked() const;
-  Result<std::string> RunExecLocked() const;
-};
 
 namespace {
 
@@ -144,13 +82,6 @@ bool Truthy(const json& v) {
     return s == "true" || s == "True" || s == "TRUE" || s == "yes" || s == "on";
   }
   return false;
-}
-
-std::string Str(const json& obj, const char* key) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return {};
-  if (it->is_string()) return it->get<std::string>();
-  return it->dump();
 }
 
 // One named entry (cluster, user, context) and the file it came from.
@@ -325,8 +256,7 @@ Result<std::shared_ptr<KubeConfig::Impl>> FromKubeconfig(const std::vector<std::
     if (impl->static_token.empty() && !token_file.empty()) {
       impl->token_file = Resolve(token_file, user_file);
       impl->auth = KubeAuthKind::token_file;
-      std::lock_guard lock(impl->mu);
-      auto t = impl->ReadTokenFileLocked();
+      auto t = impl->ReadTokenFile();
       if (!t) {
         return Fail(Errc::io_error, "kubeconfig " + user_file + ", " + where_us + ": field tokenFile: " + t.error().message);
       }
@@ -401,10 +331,8 @@ Result<std::shared_ptr<KubeConfig::Impl>> FromInCluster(const KubeConfigOptions&
   impl->tls.ca_pem = *ca;
   impl->token_file = dir + "/token";
   impl->auth = KubeAuthKind::token_file;
-  {
-    std::lock_guard lock(impl->mu);
-    auto t = impl->ReadTokenFileLocked();
-    if (!t) return Fail(Errc::io_error, "in-cluster configuration: service account token: " + t.error().message);
+  if (auto t = impl->ReadTokenFile(); !t) {
+    return Fail(Errc::io_error, "in-cluster configuration: service account token: " + t.error().message);
   }
   std::string ns = options.namespace_name;
   if (ns.empty()) {
@@ -418,155 +346,6 @@ Result<std::shared_ptr<KubeConfig::Impl>> FromInCluster(const KubeConfigOptions&
 }
 
 }  // namespace
-
-Result<std::string> KubeConfig::Impl::ReadTokenFileLocked() const {
-  struct stat st {};
-  if (::stat(token_file.c_str(), &st) != 0) {
-    return Fail(Errc::io_error, "cannot read " + token_file + ": " + std::strerror(errno));
-  }
-  if (file_size == st.st_size && file_mtime.tv_sec == st.st_mtim.tv_sec && file_mtime.tv_nsec == st.st_mtim.tv_nsec &&
-      !file_token.empty()) {
-    return file_token;
-  }
-  auto content = ReadFile(token_file);
-  if (!content) return Fail(content.error());
-  std::string t = *content;
-  while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) t.pop_back();
-  if (t.empty()) return Fail(Errc::invalid_argument, "token file " + token_file + " is empty");
-  file_token = t;
-  file_mtime = st.st_mtim;
-  file_size = st.st_size;
-  return file_token;
-}
-
-Result<std::string> KubeConfig::Impl::RunExecLocked() const {
-  const ExecSpec& spec = *exec;
-  json info = {{"apiVersion", spec.api_version}, {"kind", "ExecCredential"}, {"spec", {{"interactive", false}}}};
-  if (spec.provide_cluster_info) {
-    json cluster = {{"server", server}, {"insecure-skip-tls-verify", tls.insecure_skip_verify}};
-    if (!tls.ca_pem.empty()) cluster["certificate-authority-data"] = Base64Encode(tls.ca_pem);
-    if (!tls.server_name.empty()) cluster["tls-server-name"] = tls.server_name;
-    if (!proxy_url.empty()) cluster["proxy-url"] = proxy_url;
-    info["spec"]["cluster"] = cluster;
-  }
-  std::vector<std::string> env_strings;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    std::string_view kv(*e);
-    bool overridden = kv.rfind("KUBERNETES_EXEC_INFO=", 0) == 0;
-    for (const auto& [k, v] : spec.env) overridden = overridden || kv.rfind(k + "=", 0) == 0;
-    if (!overridden) env_strings.emplace_back(kv);
-  }
-  for (const auto& [k, v] : spec.env) env_strings.push_back(k + "=" + v);
-  env_strings.push_back("KUBERNETES_EXEC_INFO=" + info.dump());
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv_strings{spec.command};
-  argv_strings.insert(argv_strings.end(), spec.args.begin(), spec.args.end());
-  std::vector<char*> argv;
-  for (auto& s : argv_strings) argv.push_back(s.data());
-  argv.push_back(nullptr);
-
-  int out_pipe[2] = {-1, -1};
-  int err_pipe[2] = {-1, -1};
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
-    return Fail(Errc::io_error, spec.where + ": exec plugin: pipe: " + std::strerror(errno));
-  }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  // interactiveMode Never/IfAvailable without a terminal: the plugin gets no stdin.
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
-  pid_t pid = -1;
-  int rc = posix_spawnp(&pid, spec.command.c_str(), &actions, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(out_pipe[1]);
-  ::close(err_pipe[1]);
-  if (rc != 0) {
-    ::close(out_pipe[0]);
-    ::close(err_pipe[0]);
-    return Fail(Errc::io_error, spec.where + ": exec plugin \"" + spec.command + "\" could not be started: " +
-                                    std::strerror(rc));
-  }
-  std::string out, err;
-  auto deadline = std::chrono::steady_clock::now() + kExecPluginTimeout;
-  bool timed_out = false;
-  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
-  int open_fds = 2;
-  while (open_fds > 0) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      timed_out = true;
-      break;
-    }
-    int n = ::poll(fds, 2, static_cast<int>(left.count()));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) continue;
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
-      char buf[4096];
-      ssize_t r = ::read(fds[i].fd, buf, sizeof buf);
-      if (r > 0) {
-        std::string& into = i == 0 ? out : err;
-        if (into.size() < kPluginStdoutLimit) into.append(buf, static_cast<std::size_t>(r));
-      } else if (r == 0 || errno != EINTR) {
-        ::close(fds[i].fd);
-        fds[i].fd = -1;
-        --open_fds;
-      }
-    }
-  }
-  for (auto& f : fds) {
-    if (f.fd >= 0) ::close(f.fd);
-  }
-  if (timed_out) ::kill(pid, SIGKILL);
-  int wstatus = 0;
-  while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
-  }
-  std::string tail = Tail(err, kPluginStderrTail);
-  if (timed_out) {
-    return Fail(Errc::timeout, spec.where + ": exec plugin \"" + spec.command + "\" did not finish within " +
-                                   std::to_string(kExecPluginTimeout.count()) + "s");
-  }
-  if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
-    std::string how = WIFEXITED(wstatus) ? "exited with code " + std::to_string(WEXITSTATUS(wstatus))
-                                         : "was killed by signal " + std::to_string(WTERMSIG(wstatus));
-    return Fail(Errc::unauthorized,
-                spec.where + ": exec plugin \"" + spec.command + "\" " + how + (tail.empty() ? "" : ": " + tail));
-  }
-  json cred = json::parse(out, nullptr, false);
-  if (cred.is_discarded() || !cred.is_object()) {
-    return Fail(Errc::protocol_error, spec.where + ": exec plugin \"" + spec.command +
-                                          "\" did not print an ExecCredential JSON object");
-  }
-  if (Str(cred, "kind") != "ExecCredential" || Str(cred, "apiVersion") != spec.api_version) {
-    return Fail(Errc::protocol_error, spec.where + ": exec plugin printed kind \"" + Str(cred, "kind") +
-                                          "\" apiVersion \"" + Str(cred, "apiVersion") + "\", expected ExecCredential " +
-                                          spec.api_version);
-  }
-  json status = cred.value("status", json::object());
-  std::string token = status.is_object() ? Str(status, "token") : "";
-  if (token.empty()) {
-    return Fail(Errc::protocol_error, spec.where + ": exec plugin returned no status.token (client certificates from "
-                                                   "plugins are not supported)");
-  }
-  long long expiry = 0;
-  std::string exp_text = Str(status, "expirationTimestamp");
-  if (!exp_text.empty()) {
-    auto t = ParseRfc3339(exp_text);
-    if (!t) return Fail(Errc::protocol_error, spec.where + ": exec plugin status.expirationTimestamp: " + t.error().message);
-    expiry = *t;
-    if (expiry <= static_cast<long long>(std::time(nullptr))) {
-      return Fail(Errc::unauthorized, spec.where + ": exec plugin returned an expired credential (expirationTimestamp " +
-                                          exp_text + ")");
-    }
-  }
-  exec_token = token;
-  exec_expiry = expiry;
-  exec_cached = true;
-  return token;
-}
 
 KubeConfig::KubeConfig(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
@@ -630,39 +409,5 @@ const KubeTls& KubeConfig::Tls() const noexcept { return impl_->tls; }
 KubeAuthKind KubeConfig::AuthKind() const noexcept { return impl_->auth; }
 std::shared_ptr<kube::TlsContextCache> KubeConfig::ExecTlsContexts() const { return impl_->exec_tls_contexts; }
 std::string KubeConfig::Describe() const { return impl_->describe; }
-
-Result<std::string> KubeConfig::BearerToken() const {
-  std::lock_guard lock(impl_->mu);
-  if (!impl_->static_token.empty()) return impl_->static_token;
-  if (!impl_->token_file.empty()) {
-    auto t = impl_->ReadTokenFileLocked();
-    if (!t) return Fail(t.error().code, impl_->describe + ": token file: " + t.error().message);
-    return t;
-  }
-  if (impl_->exec) {
-    long long now = static_cast<long long>(std::time(nullptr));
-    if (impl_->exec_cached && (impl_->exec_expiry == 0 || impl_->exec_expiry - kExpirySlackSeconds > now)) {
-      return impl_->exec_token;
-    }
-    impl_->exec_cached = false;
-    return impl_->RunExecLocked();
-  }
-  return std::string();
-}
-
-bool KubeConfig::InvalidateToken() const {
-  std::lock_guard lock(impl_->mu);
-  if (impl_->exec) {
-    impl_->exec_cached = false;
-    return true;
-  }
-  if (!impl_->token_file.empty()) {
-    std::string before = impl_->file_token;
-    impl_->file_size = -1;  // force a re-read
-    auto t = impl_->ReadTokenFileLocked();
-    return t && *t != before;
-  }
-  return false;
-}
 
 }  // namespace sessionturn

@@ -394,29 +394,54 @@ TEST_CASE("exec: bearer token from the endpoint and from a KubeConfig, 401 witho
   }
 }
 
-TEST_CASE("exec: reconnecting from a handler on a Context worker does not block it", "[exec]") {
+TEST_CASE("exec: a connect from a Context worker waits for its token without blocking the worker", "[exec]") {
   ExecFake fake({"--token", "tok-w"});
-  Context context;
+  Context context;  // one worker: a blocked worker would stop the ticks below
   KubeExecEndpoint endpoint = fake.Endpoint();
-  auto token_thread_was_worker = std::make_shared<std::atomic<int>>(-1);
-  endpoint.bearer_token = [&context, token_thread_was_worker] {
-    *token_thread_was_worker = context.InWorkerThread() ? 1 : 0;
-    return Result<std::string>("tok-w");
+  endpoint.bearer_token = [] { return Result<std::string>("never-used: the asynchronous source wins"); };
+  // A slow source (an exec plugin, say) that answers from a thread of its own once the test lets it:
+  // only after the worker has run other work while the connect was waiting for its token.
+  auto go = std::make_shared<std::promise<void>>();
+  auto source_threads = std::make_shared<std::vector<std::thread>>();
+  endpoint.async_bearer_token = [source_threads, go](Context&, std::function<void(Result<std::string>)> done) {
+    source_threads->emplace_back([done = std::move(done), released = go->get_future().share()] {
+      released.wait();
+      done(std::string("tok-w"));
+    });
   };
   auto connector = std::make_shared<KubeExecConnector>(context, endpoint, "ns", "pod");
   auto promise = std::make_shared<std::promise<Result<std::shared_ptr<Connection>>>>();
   context.Post([connector, promise] {
     connector->AsyncConnect([promise](Result<std::shared_ptr<Connection>> r) { promise->set_value(std::move(r)); });
   });
+  auto ran = std::make_shared<std::promise<void>>();
+  context.Post([ran] { ran->set_value(); });
+  // A worker blocked by the token source would never run this.
+  REQUIRE(ran->get_future().wait_for(kWait) == std::future_status::ready);
+  go->set_value();
   auto future = promise->get_future();
   REQUIRE(future.wait_for(kWait) == std::future_status::ready);
+  for (auto& t : *source_threads) t.join();
   auto conn = future.get();
   REQUIRE(conn);
-  CHECK(*token_thread_was_worker == 0);  // the token source ran off the workers
   REQUIRE(WriteSync(**conn, "from a worker"));
   auto line = ReadSync(**conn);
   REQUIRE(line);
   CHECK(*line == "echo:from a worker");
+}
+
+TEST_CASE("exec: a token source's failure fails the connect, naming the connector", "[exec]") {
+  ExecFake fake({"--token", "tok-w"});
+  Context context;
+  KubeExecEndpoint endpoint = fake.Endpoint();
+  endpoint.async_bearer_token = [](Context&, std::function<void(Result<std::string>)> done) {
+    done(Fail(Errc::unauthorized, "exec plugin exited with code 1"));
+  };
+  KubeExecConnector connector(context, endpoint, "ns", "pod");
+  auto conn = ConnectSync(connector);
+  REQUIRE_FALSE(conn);
+  CHECK(conn.error().code == Errc::unauthorized);
+  CHECK_THAT(conn.error().message, Catch::Contains("kube-exec:ns/pod") && Catch::Contains("exited with code 1"));
 }
 
 TEST_CASE("exec: dropping the last reference without Close releases the socket", "[exec]") {
