@@ -219,7 +219,13 @@ class SessionConnector final : public Connector, public std::enable_shared_from_
     const auto deadline = SteadyClock::now() + core_->options.start_timeout;
     WaitReady(core_, name_, deadline, {}, {},
               [self = shared_from_this(), handler = std::move(handler)](Result<ReadyTarget> ready) mutable {
-                if (!ready) return handler(Fail(ready.error()));
+                if (!ready) {
+                  // The driver retries a connect that failed `unavailable` as a busy runtime; a Session
+                  // suspended by its owner is not going to answer a retry, so it is a failed connect.
+                  Error e = ready.error();
+                  if (e.code == Errc::unavailable) e.code = Errc::connection_failed;
+                  return handler(Fail(std::move(e)));
+                }
                 self->Attempt(std::move(handler), true);
               });
   }
