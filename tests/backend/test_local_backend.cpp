@@ -22,7 +22,7 @@ bool IdleSuspended(SessionBackend& backend, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("local backend: create, turn, idle suspension, resume; the Session remembers", "[backend][local]") {
+TEST_CASE("local backend: create then turn then idle suspension then resume and the Session remembers", "[backend][local]") {
   StateRoot root;
   Context ctx;
   auto o = Options(root);
@@ -82,7 +82,7 @@ TEST_CASE("local backend: create, turn, idle suspension, resume; the Session rem
   CHECK(GetInfo(*backend, "chat-1").phase == SessionPhase::ready);
 }
 
-TEST_CASE("local backend: handlers run on a Context worker, blocking forms refuse there", "[backend][local]") {
+TEST_CASE("local backend: handlers run on a Context worker and blocking forms refuse there", "[backend][local]") {
   StateRoot root;
   Context ctx;
   auto backend = MakeBackend(ctx, Options(root));
@@ -135,7 +135,7 @@ TEST_CASE("local backend: owner suspension is refused by WaitReady until Resume"
   CHECK(Turn(ctx, Ready(*backend, "own").connector, "two").text == "echo #2: two");
 }
 
-TEST_CASE("local backend: list with a selector, annotate, ownership, parameters, delete", "[backend][local]") {
+TEST_CASE("local backend: list by selector with annotations and ownership and parameters and delete", "[backend][local]") {
   StateRoot root;
   Context ctx;
   auto o = Options(root);
@@ -202,7 +202,7 @@ TEST_CASE("local backend: list with a selector, annotate, ownership, parameters,
   CHECK(backend->List()->size() == 3);  // b, c, e
 }
 
-TEST_CASE("local backend: a corrupt session.json is a clear error naming the file, nothing else is touched",
+TEST_CASE("local backend: a corrupt session.json is a clear error naming the file and nothing else is touched",
           "[backend][local]") {
   StateRoot root;
   Context ctx;
@@ -305,7 +305,7 @@ TEST_CASE("local backend: WaitReady for a Session that never appears ends with n
   CHECK(f.get() == Errc::cancelled);
 }
 
-TEST_CASE("local backend: in-process mode hosts the runtimes here, same interface", "[backend][local]") {
+TEST_CASE("local backend: in-process mode hosts the runtimes here behind the same interface", "[backend][local]") {
   StateRoot root;
   Context ctx;
   auto o = Options(root);

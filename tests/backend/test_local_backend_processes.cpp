@@ -70,7 +70,7 @@ TEST_CASE("local backend: helper process", "[.][helper]") {
   std::fflush(stdout);
 }
 
-TEST_CASE("local backend: the embedding process killed mid-turn; a new one finds the runtime and the result",
+TEST_CASE("local backend: the embedding process killed mid-turn leaves its runtime and a new process finds the result",
           "[backend][local]") {
   StateRoot root;
   const std::string script = root.path() + "/slow.json";
@@ -112,8 +112,8 @@ TEST_CASE("local backend: the embedding process killed mid-turn; a new one finds
   CHECK(journal.find("\"turnId\":\"" + ref.turn_id + "\",\"status\":\"completed\"") != std::string::npos);
 }
 
-TEST_CASE("local backend: a runtime killed is Failed with its log; the next WaitReady restarts it and the turn "
-          "shows as interrupted",
+TEST_CASE("local backend: a killed runtime is Failed with its log and the next WaitReady restarts it with the turn "
+          "interrupted",
           "[backend][local]") {
   StateRoot root;
   Context ctx;
