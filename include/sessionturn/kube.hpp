@@ -112,13 +112,17 @@ inline constexpr std::chrono::seconds kExecPluginTimeout{60};
 enum class PatchType { merge, json };  // application/merge-patch+json, application/json-patch+json
 
 struct KubeClientOptions {
-  // Attempts per request for 429, 5xx and connection errors (1 = no retry).
+  // Attempts per call (1 = no retry): 429 and 5xx (honouring Retry-After) and connection failures
+  // for reads, patches and deletes; a create (POST) only when the request was never sent.
   int max_attempts = 5;
-  std::chrono::milliseconds initial_backoff{200};  // doubled per attempt
+  std::chrono::milliseconds initial_backoff{200};  // doubled per attempt, with jitter (RetryPolicy)
   std::chrono::milliseconds max_backoff{8000};     // also caps a server's Retry-After
-  std::chrono::milliseconds request_timeout{30000};  // a whole non-watch request
+  // A whole non-watch call, its retries and their waits included: it reports by then.
+  std::chrono::milliseconds request_timeout{30000};
   std::chrono::milliseconds connect_timeout{10000};
-  // Optional: blocking calls made on this Context's worker threads fail with Errc::would_block.
+  // The Context whose event loop does the client's I/O and runs its handlers; blocking calls made on
+  // its worker threads fail with Errc::would_block. Null: the client owns a private one-thread
+  // Context (so blocking calls work from any thread, and async handlers run on that thread).
   Context* context = nullptr;
 };
 
@@ -140,19 +144,64 @@ struct KubeWatchOptions {
   std::chrono::seconds server_timeout{60};
 };
 
-// Return false to end the watch (Watch then returns success).
+// Return false to end the watch (Watch then returns success; AsyncWatch's end handler gets ok).
 using WatchHandler = std::function<bool(const WatchEvent& event)>;
+using KubeJsonHandler = std::function<void(Result<nlohmann::json> result)>;
+using KubeStatusHandler = std::function<void(Status status)>;
 
-// A blocking Kubernetes REST client. Paths are API paths with their query ("/api/v1/namespaces").
-// Every call blocks the calling thread until it completes, fails or its timeout passes; calling one
-// on the configured Context's worker returns Errc::would_block. Thread-safe: calls may run
-// concurrently from several threads; connections are pooled and reused between calls.
-// Errors: 401/403/404/409 map to Errc::unauthorized/forbidden/not_found/conflict, 429/5xx after
-// the retries to Errc::unavailable, TLS and connection failures to Errc::connection_failed; the
-// message carries the API's Status reason and message, and Error::http_status the status code.
+// Cancels one asynchronous call (AsyncGet & co.). Cheap to copy; a default one does nothing.
+class KubeCall {
+ public:
+  struct Impl;
+  KubeCall() = default;
+  explicit KubeCall(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  // The call's handler gets Errc::cancelled (on a worker, soon) unless it already reported. Any thread.
+  void Cancel();
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+// Stops one AsyncWatch. Cheap to copy; a default one does nothing.
+class KubeWatch {
+ public:
+  struct Impl;
+  KubeWatch() = default;
+  explicit KubeWatch(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  // Stops the watch and closes its stream; the end handler gets ok (on a worker). Once Stop()
+  // returned, the event handler is not running and will not run again (called from inside the
+  // event handler, it takes effect when that returns). Any thread, idempotent.
+  void Stop();
+  // The end handler has not been called yet.
+  bool Active() const;
+  // The last resourceVersion seen (list, event or BOOKMARK): where a later watch could resume.
+  std::string ResourceVersion() const;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+// A Kubernetes REST client on HttpClient (http.hpp): asynchronous verbs on a Context, and blocking
+// ones for scripts built on them. Paths are API paths with their query ("/api/v1/namespaces").
+// Connections are kept alive and shared by every call of one client.
+//
+// Threading: every method may be called from any thread. Async handlers run on a worker of the
+// client's Context and must not block. Blocking calls block the calling thread until the call
+// reports (by request_timeout; a watch by its deadline); on a worker of the client's Context they
+// return Errc::would_block at once. Destroying the client cancels its calls and watches in flight:
+// their handlers get Errc::cancelled (none are called if the Context is stopped).
+//
+// Errors: 401/403/404/409 map to Errc::unauthorized/forbidden/not_found/conflict, 400/422 to
+// invalid_argument, 429/5xx after the retries to Errc::unavailable, connection failures to
+// Errc::connection_failed (never sent) or connection_lost, timeouts to Errc::timeout; the message
+// carries the API's Status reason and message, and Error::http_status the status code. A 401 makes
+// the configuration re-read its credentials (InvalidateToken) and the call is tried once more.
 class KubeClient {
  public:
+  // I/O on options.context, or on a private one-thread Context when that is null.
   explicit KubeClient(KubeConfig config, KubeClientOptions options = {});
+  // I/O on `context` (options.context is ignored). The client must be destroyed before the Context.
+  KubeClient(Context& context, KubeConfig config, KubeClientOptions options = {});
   ~KubeClient();
   KubeClient(const KubeClient&) = delete;
   KubeClient& operator=(const KubeClient&) = delete;
@@ -160,16 +209,29 @@ class KubeClient {
   KubeClient& operator=(KubeClient&&) noexcept;
 
   const KubeConfig& Config() const noexcept;
+  Context& context() const noexcept;  // the Context the client runs on (its private one when it owns it)
+
+  KubeCall AsyncGet(std::string path, KubeJsonHandler handler);
+  KubeCall AsyncPost(std::string path, nlohmann::json body, KubeJsonHandler handler);
+  KubeCall AsyncPatch(std::string path, nlohmann::json patch, PatchType type, KubeJsonHandler handler);
+  KubeCall AsyncDelete(std::string path, KubeJsonHandler handler);
+
+  // Lists `collection_path` (unless options.resource_version is set), then watches it: BOOKMARKs are
+  // requested, a watch the server ended resumes from the last resourceVersion, a 410 Gone re-lists
+  // (a RELISTED event, then the items as ADDED). `on_event` runs on a worker, one event at a time.
+  // `on_end` gets ok when on_event returned false or the handle was stopped, Errc::timeout at the
+  // deadline, or the error that retries did not cure.
+  KubeWatch AsyncWatch(std::string collection_path, KubeWatchOptions options, WatchHandler on_event,
+                       KubeStatusHandler on_end = {});
 
   Result<nlohmann::json> Get(std::string_view path);
   Result<nlohmann::json> Post(std::string_view path, const nlohmann::json& body);
   Result<nlohmann::json> Patch(std::string_view path, const nlohmann::json& patch, PatchType type);
   Result<nlohmann::json> Delete(std::string_view path);
 
-  // Lists `collection_path` (unless options.resource_version is set), then watches it, resuming
-  // from the last resourceVersion (BOOKMARKs included) when a watch ends, re-listing after 410 Gone.
-  // Returns when the handler returns false (success), at the deadline (Errc::timeout), or on an
-  // error that retries do not cure.
+  // AsyncWatch, blocking: `handler` runs on the calling thread (so it may block, and may make
+  // blocking calls on this client). Returns when the handler returns false (success), at the
+  // deadline (Errc::timeout), or on an error that retries do not cure.
   Status Watch(std::string_view collection_path, const KubeWatchOptions& options, const WatchHandler& handler);
 
   struct Impl;

@@ -445,6 +445,9 @@ class Handler(BaseHTTPRequestHandler):
                 break
             else:
                 return False
+        # Read the request body first: left unread it would be parsed as the next request on this
+        # kept-alive connection (and answered with an error the client's next request would get).
+        self.read_body()
         code = int(f["status"])
         headers = {"Retry-After": str(f["retry_after"])} if "retry_after" in f else {}
         reason = {429: "TooManyRequests", 409: "Conflict", 500: "InternalError", 503: "ServiceUnavailable"}.get(
