@@ -47,7 +47,7 @@ struct ExitWith {
 
 struct Args {
   std::string command;          // turn | watch | interrupt | sessions | wait
-  std::string sessions_action;  // list | get | suspend | resume | delete
+  std::string sessions_action;  // list | get | create | suspend | resume | delete
   std::string name;             // NAME of `sessions get ...` and `wait`
 
   // Connection of turn, watch and interrupt (exactly one).
@@ -63,6 +63,24 @@ struct Args {
   bool kube_options_given = false;  // -n, --kubeconfig or --context
   double wait_timeout_seconds = kDefaultWaitSeconds;
   bool wait_timeout_given = false;  // --wait-timeout
+
+  // The local backend (--local), instead of a cluster.
+  bool local = false;
+  std::string state_dir;        // --state-dir (default: DefaultStateDir())
+  std::string runtime_program;  // --runtime (default: next to this program, else on PATH)
+  std::optional<std::int64_t> idle_suspend_seconds;  // --idle-suspend (default: the backend's)
+  bool local_options_given = false;                  // --state-dir, --runtime or --idle-suspend
+
+  // sessions create.
+  std::string provider;  // --provider (local)
+  std::string workdir;   // --workdir (local)
+  std::string spawner;        // --spawner (cluster)
+  std::string template_file;  // --template (cluster)
+  std::vector<std::string> labels;       // --label KEY=VALUE
+  std::vector<std::string> annotations;  // --annotation KEY=VALUE
+
+  // sessions list.
+  std::string selector;  // -l/--selector
 
   // turn.
   double timeout_seconds = 0;  // 0: the driver's default

@@ -6,6 +6,7 @@
 #include <sessionturn/kube.hpp>
 #include <sessionturn/sessions.hpp>
 
+#include "backend_flags.hpp"
 #include "commands.hpp"
 #include "connect.hpp"
 #include "kube_flags.hpp"
@@ -16,13 +17,24 @@ namespace sessionturn_cli {
 
 CLI::App* AddInterrupt(CLI::App& app, Args& args) {
   CLI::App* interrupt = app.add_subcommand("interrupt", "Interrupt the turn the Session is running");
-  SetSynopsis(*interrupt, "sessionturn interrupt (--socket PATH | --session NAME [KUBE] | --exec CMD [ARG...])");
+  SetSynopsis(*interrupt, "sessionturn interrupt (--socket PATH | --session NAME [BACKEND] | --exec CMD [ARG...])");
   AddConnectionOptions(*interrupt, args);
   return interrupt;
 }
 
 int RunInterrupt(const Args& args) {
-  if (!args.session.empty()) {
+  if (!args.session.empty() && UsesBackend(args)) {
+    // As below: a Session whose runtime stopped (idle) runs no turn. Its own Context: the one below
+    // would outlive this backend.
+    st::Context context;
+    auto backend = MakeBackend(context, args);
+    const st::SessionInfo info = GetSession(*backend, args, args.session);
+    if (info.phase == st::SessionPhase::suspended && info.suspended == st::SuspendReason::idle) {
+      std::fprintf(stderr, "sessionturn: Session %s is suspended by its idle policy: no turn is running\n",
+                   args.session.c_str());
+      return kExitCompleted;
+    }
+  } else if (!args.session.empty()) {
     // An idle-suspended Session runs no turn: waking it (a Pod scheduled, a workspace mounted) only to
     // interrupt nothing would be waste.
     const st::KubeConfig kube = LoadKube(args);
@@ -35,7 +47,8 @@ int RunInterrupt(const Args& args) {
     }
   }
   st::Context context;
-  st::Driver driver(context, MakeConnector(context, args));
+  Connection connection = Connect(context, args);
+  st::Driver driver(context, connection.connector);
   auto status = driver.Interrupt();
   if (status) return kExitCompleted;
   std::fprintf(stderr, "sessionturn: interrupt: %s\n", status.error().ToString().c_str());

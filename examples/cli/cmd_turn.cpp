@@ -177,7 +177,7 @@ CLI::Validator QuestionMode() {
 
 CLI::App* AddTurn(CLI::App& app, Args& args) {
   CLI::App* turn = app.add_subcommand("turn", "Submit one turn and stream the reply");
-  SetSynopsis(*turn, "sessionturn turn (--socket PATH | --session NAME [KUBE] | --exec CMD [ARG...]) [options] PROMPT");
+  SetSynopsis(*turn, "sessionturn turn (--socket PATH | --session NAME [BACKEND] | --exec CMD [ARG...]) [options] PROMPT");
   AddConnectionOptions(*turn, args);
   turn->add_option("--timeout", args.timeout_seconds,
                    "bound for the whole turn (default 3600); then the turn is abandoned")
@@ -215,7 +215,8 @@ int RunTurn(const Args& args) {
   st::ContextOptions context_options;
   context_options.threads = 1;
   st::Context context(context_options);
-  st::Driver driver(context, MakeConnector(context, args));
+  Connection connection = Connect(context, args);
+  st::Driver driver(context, connection.connector);
 
   // Shared with the detached signal watcher, which may outlive this frame.
   auto cancel = std::make_shared<st::CancellationSource>();

@@ -1,7 +1,10 @@
-// `sessionturn wait NAME`: until the Session is ready (waking it when its idle policy suspended it),
-// then print its Pod.
+// `sessionturn wait NAME`: until the Session is ready (waking it when its idle policy suspended it,
+// starting its runtime on --local), then print where it runs: its Pod, or its runtime's socket.
 #include <cstdio>
 
+#include <sessionturn/context.hpp>
+
+#include "backend_flags.hpp"
 #include "commands.hpp"
 #include "kube_flags.hpp"
 #include "options.hpp"
@@ -9,13 +12,14 @@
 namespace sessionturn_cli {
 
 CLI::App* AddWait(CLI::App& app, Args& args) {
-  CLI::App* wait = app.add_subcommand("wait", "Wait until a Session is ready and print its Pod");
-  SetSynopsis(*wait, "sessionturn wait NAME [KUBE] [--timeout SECONDS]");
+  CLI::App* wait = app.add_subcommand("wait", "Wait until a Session is ready and print its Pod (--local: its socket)");
+  SetSynopsis(*wait, "sessionturn wait NAME [BACKEND] [--timeout SECONDS]");
   wait->add_option("NAME", args.name, "the Session")->type_name("");
   AddKubeOptions(*wait, args);
+  AddLocalOptions(*wait, args, true);
   wait->add_option("--timeout", args.wait_timeout_seconds,
-                   "how long to wait (default 600); prints the Pod name once the Session is ready, waking it "
-                   "when its idle policy suspended it")
+                   "how long to wait (default 600); prints the Pod name (--local: the runtime's socket) once the "
+                   "Session is ready, waking it when its idle policy suspended it")
       ->check(PositiveSeconds())
       ->type_name("SECONDS");
   return wait;
@@ -23,9 +27,19 @@ CLI::App* AddWait(CLI::App& app, Args& args) {
 
 void CheckWait(Args& args) {
   if (args.name.empty()) throw UsageError{"`sessionturn wait` needs a Session NAME"};
+  CheckBackendFlags(args);
 }
 
 int RunWait(const Args& args) {
+  if (UsesBackend(args)) {
+    st::Context context;
+    auto backend = MakeBackend(context, args);
+    GetSession(*backend, args, args.name);  // WaitReady would wait for a missing Session to appear
+    const st::ReadyTarget ready = WaitForBackendSession(*backend, args, args.name);
+    auto socket = ready.info.details.find("socket");
+    std::fprintf(stdout, "%s\n", socket == ready.info.details.end() ? ready.info.name.c_str() : socket->second.c_str());
+    return kExitCompleted;
+  }
   WaitedSession waited = WaitForKubeSession(args, args.name);
   std::fprintf(stdout, "%s\n", waited.ready.pod_name.c_str());
   return kExitCompleted;

@@ -56,7 +56,7 @@ CLI::Validator EventId() {
 
 CLI::App* AddWatch(CLI::App& app, Args& args) {
   CLI::App* watch = app.add_subcommand("watch", "Print the Session's events as they happen, until Ctrl-C");
-  SetSynopsis(*watch, "sessionturn watch (--socket PATH | --session NAME [KUBE] | --exec CMD [ARG...]) [--since ID] [--json]");
+  SetSynopsis(*watch, "sessionturn watch (--socket PATH | --session NAME [BACKEND] | --exec CMD [ARG...]) [--since ID] [--json]");
   AddConnectionOptions(*watch, args);
   watch->add_option_function<std::int64_t>(
           "--since", [&args](std::int64_t id) { args.since = id; },
@@ -69,7 +69,8 @@ CLI::App* AddWatch(CLI::App& app, Args& args) {
 
 int RunWatch(const Args& args) {
   st::Context context;
-  st::Driver driver(context, MakeConnector(context, args));
+  Connection connection = Connect(context, args);
+  st::Driver driver(context, connection.connector);
   // Shared with the detached signal watcher and the driver's handlers, which may outlive this frame.
   struct State {
     std::mutex mu;

@@ -27,4 +27,7 @@ struct WaitedSession {
 // Throws ExitWith for every outcome but ready.
 WaitedSession WaitForKubeSession(const Args& args, const std::string& name);
 
+// `sessionturn sessions ACTION` on a cluster (kube_sessions.cpp).
+int RunKubeSessions(const Args& args);
+
 }  // namespace sessionturn_cli

@@ -1,12 +1,14 @@
-// `sessionturn sessions list|get|suspend|resume|delete`: the Kelos Sessions of a cluster.
+// `sessionturn sessions ...` on a cluster, through SessionClient: the raw objects (--json) and
+// kubectl-like tables. Goes when KubernetesBackend lands (backend_flags.hpp): cmd_sessions.cpp then
+// serves both backends.
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include <sessionturn/kube.hpp>
 #include <sessionturn/sessions.hpp>
 
-#include "commands.hpp"
 #include "kube_flags.hpp"
-#include "options.hpp"
 #include "output.hpp"
 
 namespace sessionturn_cli {
@@ -35,7 +37,7 @@ void PrintSession(const st::Session& s) {
 }
 
 int List(const Args& args, st::SessionClient& sessions, const std::string& namespace_name) {
-  auto list = sessions.List();
+  auto list = sessions.List(args.selector);
   if (!list) {
     std::fprintf(stderr, "sessionturn: %s\n", list.error().ToString().c_str());
     return SessionExitCode(list.error());
@@ -66,48 +68,42 @@ int List(const Args& args, st::SessionClient& sessions, const std::string& names
   return kExitCompleted;
 }
 
+// "KEY=VALUE" flags (validated by the parser) as a map.
+std::map<std::string, std::string> Pairs(const std::vector<std::string>& flags) {
+  std::map<std::string, std::string> out;
+  for (const std::string& kv : flags) out[kv.substr(0, kv.find('='))] = kv.substr(kv.find('=') + 1);
+  return out;
+}
+
+// A Session object from --template FILE: a whole Session, or only its spec. JSON (YAML templates come
+// with KubernetesBackend, whose template files are YAML or JSON).
+st::Json ReadTemplate(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ExitWith{kExitUsage, "cannot read the Session template " + path};
+  std::stringstream text;
+  text << in.rdbuf();
+  st::Json parsed = st::Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (!parsed.is_object()) {
+    throw ExitWith{kExitUsage, "the Session template " + path + " is not a JSON object (a Session, or its spec)"};
+  }
+  if (parsed.contains("spec")) return parsed;
+  return st::Json{{"spec", parsed}};
+}
+
+st::Result<st::Session> Create(const Args& args, st::SessionClient& sessions) {
+  if (!args.spawner.empty()) return sessions.CreateFromSpawner(args.spawner, args.name, Pairs(args.annotations));
+  st::Json object = ReadTemplate(args.template_file);
+  st::Json& metadata = object["metadata"];
+  if (!metadata.is_object()) metadata = st::Json::object();
+  metadata["name"] = args.name;
+  for (const auto& [key, value] : Pairs(args.labels)) metadata["labels"][key] = value;
+  for (const auto& [key, value] : Pairs(args.annotations)) metadata["annotations"][key] = value;
+  return sessions.Create(std::move(object));
+}
+
 }  // namespace
 
-CLI::App* AddSessions(CLI::App& app, Args& args) {
-  CLI::App* sessions = app.add_subcommand("sessions", "List, inspect, suspend, resume and delete Sessions");
-  SetSynopsis(*sessions, "sessionturn sessions list [KUBE] [--json]\n"
-                         "sessionturn sessions (get | suspend | resume | delete) NAME [KUBE] [--json]");
-  struct Action {
-    const char* name;
-    const char* help;
-  };
-  const Action actions[] = {
-      {"list", "A table: NAME PHASE POD AGE-or-MESSAGE (the status message when there is one)"},
-      {"get", "The Session's fields"},
-      {"suspend", "Suspend the Session as its owner (spec.suspend)"},
-      {"resume", "Lift the owner's suspension (a Session its idle policy suspended is woken by a turn or wait)"},
-      {"delete", "Delete the Session"},
-  };
-  for (const Action& a : actions) {
-    CLI::App* action = sessions->add_subcommand(a.name, a.help);
-    const std::string name = a.name;
-    if (name == "list") {
-      SetSynopsis(*action, "sessionturn sessions list [KUBE] [--json]");
-    } else {
-      SetSynopsis(*action, "sessionturn sessions " + name + " NAME [KUBE] [--json]");
-      action->add_option("NAME", args.name, "the Session")->type_name("");
-    }
-    AddKubeOptions(*action, args);
-    AddJsonFlag(*action, args, "the raw objects as the API server returned them");
-  }
-  return sessions;
-}
-
-void CheckSessions(Args& args) {
-  if (args.sessions_action.empty()) {
-    throw UsageError{"`sessionturn sessions` needs list, get, suspend, resume or delete"};
-  }
-  if (args.sessions_action != "list" && args.name.empty()) {
-    throw UsageError{"`sessionturn sessions " + args.sessions_action + "` needs a Session NAME"};
-  }
-}
-
-int RunSessions(const Args& args) {
+int RunKubeSessions(const Args& args) {
   const st::KubeConfig kube = LoadKube(args);
   st::KubeClient client(kube);
   st::SessionClient sessions(client, kube.Namespace());
@@ -118,6 +114,13 @@ int RunSessions(const Args& args) {
   };
   const std::string& action = args.sessions_action;
   if (action == "list") return List(args, sessions, kube.Namespace());
+  if (action == "create") {
+    auto created = Create(args, sessions);
+    if (!created) return fail(created.error());
+    if (args.json) PrintJson(created->raw);
+    else std::fprintf(stdout, "%s created\n", who.c_str());
+    return kExitCompleted;
+  }
   if (action == "delete") {
     if (auto deleted = sessions.Delete(args.name); !deleted) return fail(deleted.error());
     if (args.json) {

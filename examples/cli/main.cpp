@@ -1,7 +1,8 @@
 // `sessionturn`: one turn, a watch or an interrupt against a Session runtime, from a shell, and the
-// Kelos Sessions of a cluster (list, get, suspend, resume, delete, wait). A thin layer over driver.hpp,
-// sessions.hpp and session_driver.hpp. This file is the wiring: the CLI11 command tree (one file per
-// command, cmd_*.cpp), usage errors as one line with a pointer to --help, signals, and the dispatch.
+// Sessions of a backend, a cluster or this machine (list, get, create, suspend, resume, delete, wait).
+// A thin layer over driver.hpp, backend.hpp, sessions.hpp and session_driver.hpp. This file is the
+// wiring: the CLI11 command tree (one file per command, cmd_*.cpp), usage errors as one line with a
+// pointer to --help, signals, and the dispatch.
 #include <cstdio>
 #include <exception>
 #include <memory>
@@ -19,22 +20,32 @@ namespace sc = sessionturn_cli;
 namespace {
 
 constexpr const char* kDescription =
-    "sessionturn: one turn, a watch or an interrupt against a Session runtime, and the Kelos Sessions of a "
-    "cluster.";
+    "sessionturn: one turn, a watch or an interrupt against a Session runtime, and the Sessions of a backend: "
+    "Kelos Sessions in a cluster, or Sessions on this machine (--local).";
 
 constexpr const char* kSynopsis =
-    "sessionturn turn (--socket PATH | --session NAME [KUBE] | --exec CMD [ARG...]) [options] PROMPT\n"
-    "sessionturn watch (--socket PATH | --session NAME [KUBE] | --exec CMD [ARG...]) [--since ID] [--json]\n"
-    "sessionturn interrupt (--socket PATH | --session NAME [KUBE] | --exec CMD [ARG...])\n"
-    "sessionturn sessions list [KUBE] [--json]\n"
-    "sessionturn sessions (get | suspend | resume | delete) NAME [KUBE] [--json]\n"
-    "sessionturn wait NAME [KUBE] [--timeout SECONDS]\n"
+    "sessionturn turn (--socket PATH | --session NAME [BACKEND] | --exec CMD [ARG...]) [options] PROMPT\n"
+    "sessionturn watch (--socket PATH | --session NAME [BACKEND] | --exec CMD [ARG...]) [--since ID] [--json]\n"
+    "sessionturn interrupt (--socket PATH | --session NAME [BACKEND] | --exec CMD [ARG...])\n"
+    "sessionturn sessions list [BACKEND] [-l SELECTOR] [--json]\n"
+    "sessionturn sessions create NAME [BACKEND] [options] [--json]\n"
+    "sessionturn sessions (get | suspend | resume | delete) NAME [BACKEND] [--json]\n"
+    "sessionturn wait NAME [BACKEND] [--timeout SECONDS]\n"
     "sessionturn COMMAND --help";
 
 constexpr const char* kKube = R"(
-KUBE: -n/--namespace NS, --kubeconfig FILE, --context NAME (and, with --session, --wait-timeout
-SECONDS): the Session in a cluster, from the kubeconfig ($KUBECONFIG, else ~/.kube/config, else the
-in-cluster service account).
+BACKEND: where the Session lives, one of
+  KUBE   (the default) a Kelos Session in a cluster: -n/--namespace NS, --kubeconfig FILE,
+         --context NAME (kubeconfig from $KUBECONFIG, else ~/.kube/config, else the in-cluster
+         service account)
+  --local  this machine: --state-dir DIR (default $XDG_STATE_HOME/sessionturn, else
+         ~/.local/state/sessionturn), --runtime PROGRAM, and for commands that start runtimes
+         --idle-suspend SECONDS
+  With --session, --wait-timeout SECONDS bounds the wait for the Session (default 600).
+
+A local start in two lines:
+  sessionturn sessions create chat --local
+  sessionturn turn --session chat --local "hi"
 )";
 
 constexpr const char* kExitCodes = R"(
@@ -92,7 +103,7 @@ std::string DescribeExtra(const CLI::App& top, const CLI::App& at, const std::st
   }
   if (&at == &top) return "unknown command \"" + extra + "\" (expected turn, watch, interrupt, sessions or wait)";
   if (at.get_name() == "sessions") {
-    return "unknown sessions action \"" + extra + "\" (expected list, get, suspend, resume or delete)";
+    return "unknown sessions action \"" + extra + "\" (expected list, get, create, suspend, resume or delete)";
   }
   if (at.get_name() == "turn") return "more than one PROMPT given (quote the prompt as one argument)";
   return "unexpected argument \"" + extra + "\"";

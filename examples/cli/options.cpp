@@ -55,6 +55,30 @@ CLI::Validator PositiveSeconds() {
       "");
 }
 
+CLI::Validator NonNegativeWholeSeconds() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const long long v = std::strtoll(value.c_str(), &end, 10);
+        if (value.empty() || *end != '\0' || errno != 0 || v < 0 || v > 10'000'000) {
+          return "wants a whole number of seconds (0: never), not \"" + value + "\"";
+        }
+        return {};
+      },
+      "");
+}
+
+CLI::Validator KeyValue() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        const auto eq = value.find('=');
+        if (eq == std::string::npos || eq == 0) return "wants KEY=VALUE, not \"" + value + "\"";
+        return {};
+      },
+      "");
+}
+
 CLI::Validator NonEmpty(const std::string& what) {
   return CLI::Validator(
       [what](std::string& value) -> std::string { return value.empty() ? "needs " + what : std::string(); }, "");
@@ -81,14 +105,46 @@ void AddKubeOptions(CLI::App& command, Args& args) {
       ->group("Kubernetes");
 }
 
+void AddLocalOptions(CLI::App& command, Args& args, bool starts_runtimes) {
+  auto given = [&args](const std::string&) { args.local_options_given = true; };
+  command.add_flag("--local", args.local,
+                   "the Session lives on this machine (the local backend: one sessionturn-local-runtime per "
+                   "Session, state under --state-dir) instead of in a cluster")
+      ->group("Local backend");
+  command.add_option("--state-dir", args.state_dir,
+                     "the local backend's state root (default: $XDG_STATE_HOME/sessionturn, else "
+                     "~/.local/state/sessionturn)")
+      ->type_name("DIR")
+      ->check(NonEmpty("a directory"))
+      ->each(given)
+      ->group("Local backend");
+  command.add_option("--runtime", args.runtime_program,
+                     "the runtime program to start (default: sessionturn-local-runtime next to this program, "
+                     "else on PATH)")
+      ->type_name("PROGRAM")
+      ->check(NonEmpty("a program"))
+      ->each(given)
+      ->group("Local backend");
+  if (!starts_runtimes) return;
+  command.add_option_function<std::int64_t>(
+          "--idle-suspend", [&args](std::int64_t seconds) { args.idle_suspend_seconds = seconds; },
+          "a runtime this command starts stops itself after this long without a turn (phase Suspended, "
+          "reason idle; the next turn starts it again); 0: never (default 1800)")
+      ->check(NonNegativeWholeSeconds())
+      ->type_name("SECONDS")
+      ->each(given)
+      ->group("Local backend");
+}
+
 void AddConnectionOptions(CLI::App& command, Args& args) {
   command.add_option("--socket", args.socket, "the runtime's unix socket")
       ->type_name("PATH")
       ->check(NonEmpty("a path"))
       ->group("Connection (one of)");
   command.add_option("--session", args.session,
-                     "the Kelos Session NAME in a cluster: wait until it is ready (waking it when its idle policy "
-                     "suspended it), then talk to its Pod over pods/exec")
+                     "the Session NAME, a Kelos Session in a cluster (or on this machine with --local): wait until "
+                     "it is ready (waking it when its idle policy suspended it), then talk to its runtime (its Pod "
+                     "over pods/exec, or its socket)")
       ->type_name("NAME")
       ->check(NonEmpty("a Session name"))
       ->group("Connection (one of)");
@@ -100,6 +156,7 @@ void AddConnectionOptions(CLI::App& command, Args& args) {
       ->option_text("CMD [ARG...]")
       ->group("Connection (one of)");
   AddKubeOptions(command, args);
+  AddLocalOptions(command, args, true);
   command.add_option("--wait-timeout", args.wait_timeout_seconds,
                      "with --session: how long to wait for the Session to be ready (default 600)")
       ->check(PositiveSeconds())
@@ -120,6 +177,17 @@ void CheckConnection(const Args& args) {
   if ((args.kube_options_given || args.wait_timeout_given) && args.session.empty()) {
     throw UsageError{"-n, --kubeconfig, --context and --wait-timeout go with --session"};
   }
+  if ((args.local || args.local_options_given) && args.session.empty()) {
+    throw UsageError{"--local, --state-dir, --runtime and --idle-suspend go with --session"};
+  }
+  CheckBackendFlags(args);
+}
+
+void CheckBackendFlags(const Args& args) {
+  if (args.local && args.kube_options_given) {
+    throw UsageError{"--local and the Kubernetes flags (-n, --kubeconfig, --context) exclude each other"};
+  }
+  if (args.local_options_given && !args.local) throw UsageError{"--state-dir, --runtime and --idle-suspend go with --local"};
 }
 
 void SetSynopsis(CLI::App& command, std::string synopsis) { Synopses()[&command] = std::move(synopsis); }

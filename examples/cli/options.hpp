@@ -16,16 +16,26 @@ namespace sessionturn_cli {
 void AddConnectionOptions(CLI::App& command, Args& args);
 // -n/--namespace, --kubeconfig, --context.
 void AddKubeOptions(CLI::App& command, Args& args);
+// --local, --state-dir, --runtime and, for the commands that may start a runtime (`starts_runtimes`:
+// turn, watch, interrupt, wait), --idle-suspend.
+void AddLocalOptions(CLI::App& command, Args& args, bool starts_runtimes);
 void AddJsonFlag(CLI::App& command, Args& args, const std::string& what);
 
 // "--timeout wants a positive number of seconds, not \"soon\"" (CLI11 puts the option's name first).
 CLI::Validator PositiveSeconds();
+// Whole seconds, 0 or more ("--idle-suspend wants a whole number of seconds (0: never), not ...").
+CLI::Validator NonNegativeWholeSeconds();
+// KEY=VALUE with a non-empty key.
+CLI::Validator KeyValue();
 // "--socket needs a path" for an empty value.
 CLI::Validator NonEmpty(const std::string& what);
 
-// The checks of turn/watch/interrupt CLI11 cannot express: exactly one connection, the Kubernetes
-// flags and --wait-timeout only with --session. Throws UsageError.
+// The checks of turn/watch/interrupt CLI11 cannot express: exactly one connection, the backend flags
+// and --wait-timeout only with --session, then CheckBackendFlags. Throws UsageError.
 void CheckConnection(const Args& args);
+// --local and the Kubernetes flags exclude each other; --state-dir, --runtime and --idle-suspend need
+// --local. Throws UsageError.
+void CheckBackendFlags(const Args& args);
 
 // Sets `synopsis` as `command`'s usage line(s) in its --help (see HelpFormatter).
 void SetSynopsis(CLI::App& command, std::string synopsis);

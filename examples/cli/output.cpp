@@ -67,6 +67,16 @@ std::string AgeSince(std::chrono::system_clock::time_point then) {
   return std::to_string(secs / 86400) + "d";
 }
 
+std::string FormatTimestamp(std::chrono::system_clock::time_point t) {
+  if (t == std::chrono::system_clock::time_point{}) return "-";
+  const std::time_t secs = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  ::gmtime_r(&secs, &tm);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buffer;
+}
+
 std::string AgeOfTimestamp(const std::string& stamp) {
   std::tm tm{};
   const char* end = stamp.empty() ? nullptr : ::strptime(stamp.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);

@@ -24,8 +24,10 @@ void PrintTable(const std::vector<std::vector<std::string>>& rows);
 void PrintJson(const sessionturn::Json& value);
 
 std::string OrDash(const std::string& s);
-// "45s", "12m", "5h", "3d" (kubectl's AGE) since `then`.
+// "45s", "12m", "5h", "3d" (kubectl's AGE) since `then`; "-" for the epoch (not known).
 std::string AgeSince(std::chrono::system_clock::time_point then);
+// RFC 3339 in UTC, to the second ("2026-12-01T12:00:15Z"); "-" for the epoch (not known).
+std::string FormatTimestamp(std::chrono::system_clock::time_point t);
 // The same for an RFC 3339 timestamp ("2026-12-01T12:00:15Z"); "-" when it is missing or unreadable.
 std::string AgeOfTimestamp(const std::string& stamp);
 

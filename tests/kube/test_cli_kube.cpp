@@ -238,6 +238,54 @@ TEST_CASE("cli: sessions list/get/suspend/resume/delete and wait", "[kube][cli]"
   CHECK(del_again.exit_code == 1);
 }
 
+TEST_CASE("cli: sessions create from a template file and from a SessionSpawner", "[kube][cli]") {
+  Cluster c;
+  const std::string spec_only = c.dir.File("spec.json", R"({"agent": {"type": "claude-code"}})");
+  auto from_spec = RunCli(c.Kube({"sessions", "create", "made", "--template", spec_only, "--label", "team=a",
+                                  "--annotation", "note=by-cli"}));
+  INFO("stderr: " << from_spec.err);
+  REQUIRE(from_spec.exit_code == 0);
+  CHECK(from_spec.out == "Session default/made created\n");
+  auto made = c.sessions.Get("made");
+  REQUIRE(made);
+  CHECK(made->labels["team"] == "a");
+  CHECK(made->annotations["note"] == "by-cli");
+  CHECK(made->raw["spec"]["agent"]["type"] == "claude-code");
+
+  // A whole Session object works too; its own name is replaced by NAME.
+  const std::string whole = c.dir.File("session.json", R"({"metadata": {"name": "other", "labels": {"x": "y"}},
+      "spec": {"agent": {"type": "codex"}}})");
+  auto from_object = RunCli(c.Kube({"sessions", "create", "made2", "--template", whole, "--json"}));
+  REQUIRE(from_object.exit_code == 0);
+  auto object = json::parse(from_object.out);
+  CHECK(object["metadata"]["name"] == "made2");
+  CHECK(object["metadata"]["labels"]["x"] == "y");
+  CHECK_FALSE(c.sessions.Get("other"));
+
+  auto exists = RunCli(c.Kube({"sessions", "create", "made", "--template", spec_only}));
+  CHECK(exists.exit_code == 1);  // the API's 409, as for every refusal that names a thing
+  CHECK(exists.err.find("already exists") != std::string::npos);
+  auto not_json = RunCli(c.Kube({"sessions", "create", "x", "--template", c.dir.File("bad.json", "agent: yaml")}));
+  CHECK(not_json.exit_code == 2);
+  CHECK(not_json.err.find("bad.json") != std::string::npos);
+
+  auto spawner = c.client.Post("/apis/kelos.dev/v1alpha2/namespaces/default/sessionspawners",
+                               {{"metadata", {{"name", "chat-bot"}}},
+                                {"spec", {{"sessionTemplate", {{"metadata", {{"labels", {{"app", "bot"}}}}},
+                                                                {"spec", {{"agent", {{"type", "opencode"}}}}}}}}}});
+  REQUIRE(spawner);
+  auto spawned = RunCli(c.Kube({"sessions", "create", "spawned", "--spawner", "chat-bot"}));
+  INFO("stderr: " << spawned.err);
+  REQUIRE(spawned.exit_code == 0);
+  auto s = c.sessions.Get("spawned");
+  REQUIRE(s);
+  CHECK(s->labels["app"] == "bot");
+  CHECK(s->labels[std::string(kSpawnerLabel)] == (*spawner)["metadata"]["uid"]);
+  auto no_spawner = RunCli(c.Kube({"sessions", "create", "orphan", "--spawner", "nobody"}));
+  CHECK(no_spawner.exit_code == 1);
+  CHECK(no_spawner.err.find("nobody") != std::string::npos);
+}
+
 TEST_CASE("cli: a bad kubeconfig exits 2 naming the file; kube options need --session", "[kube][cli]") {
   TempDir dir;
   const std::string missing = dir.path() + "/no-such-kubeconfig";
