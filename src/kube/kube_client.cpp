@@ -16,7 +16,14 @@ struct KubeClient::Impl {
   std::shared_ptr<kube::RestState> state;
 
   void Shutdown() {
-    if (state) state->Close();  // cancels the calls and watches, then the HTTP client goes
+    if (!state) return;
+    state->Close();  // cancels the calls and watches, then the HTTP client goes
+    Context& context = state->context;
+    if (!context.InWorkerThread()) {
+      // A credential refresh still running (an exec plugin, bounded by its timeout) will post its
+      // answer to the Context: let it, before the Context can be destroyed.
+      state->AwaitTokens(kExecPluginTimeout + std::chrono::seconds(5));
+    }
     state.reset();
     if (own_context && own_context->InWorkerThread()) {
       // Destroyed from one of its own handlers: a worker cannot join itself. Another thread joins it

@@ -71,12 +71,30 @@ void RestState::Close() {
   http.reset();
 }
 
-// KubeConfig::BearerToken() may block: it re-reads a rotated token file and may run an exec
-// credential plugin (bounded by kExecPluginTimeout), and this runs on a Context worker. Until
-// KubeConfig::AsyncBearerToken (cached, refreshed off the loop, never blocks it) is on main, this
-// is the one place that calls the blocking form; switching is this one line:
-//   config.AsyncBearerToken(context, std::move(done));
-void RestState::AsyncBearerToken(std::function<void(Result<std::string>)> done) const { done(config.BearerToken()); }
+// The configuration's credential cache answers on a worker of our Context and refreshes off the
+// loop (KubeConfig::AsyncBearerToken). Its refresher holds the Context until it answered, so the
+// answers still owed are counted: the client's Shutdown waits for them before its Context may go.
+void RestState::AsyncBearerToken(std::function<void(Result<std::string>)> done) {
+  {
+    std::lock_guard lock(mu_);
+    ++tokens_owed_;
+  }
+  config.AsyncBearerToken(context, [self = shared_from_this(), done = std::move(done)](Result<std::string> token) {
+    {
+      std::lock_guard lock(self->mu_);
+      if (--self->tokens_owed_ == 0) self->tokens_paid_.notify_all();
+    }
+    done(std::move(token));
+  });
+}
+
+void RestState::AwaitTokens(std::chrono::milliseconds bound) {
+  std::unique_lock lock(mu_);
+  const auto until = std::chrono::steady_clock::now() + bound;
+  while (tokens_owed_ > 0 && !context.Joined() && std::chrono::steady_clock::now() < until) {
+    tokens_paid_.wait_for(lock, blocking::kStoppedPoll);
+  }
+}
 
 HttpRequest RestState::MakeRequest(const std::string& method, std::string_view path, const std::string& token,
                                    std::string body, const std::string& content_type,

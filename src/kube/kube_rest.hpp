@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -48,10 +49,12 @@ class RestState : public std::enable_shared_from_this<RestState> {
   // Cancels every operation and destroys the HTTP client (see ~HttpClient for the wait).
   void Close();
 
-  // The bearer token for the next request ("" when the configuration needs none). Runs `done`
-  // with it, possibly before returning. See the note in kube_rest.cpp: this is the one place that
-  // still calls the blocking KubeConfig::BearerToken().
-  void AsyncBearerToken(std::function<void(Result<std::string>)> done) const;
+  // The bearer token for the next request ("" when the configuration needs none), from the
+  // configuration's credential cache: `done` runs on a worker, never before this returns.
+  void AsyncBearerToken(std::function<void(Result<std::string>)> done);
+  // Waits (bounded) until every token asked for was handed over: a credential refresh in flight
+  // posts its answer to our Context, which must therefore not be destroyed before. Off a worker.
+  void AwaitTokens(std::chrono::milliseconds bound);
 
   // A request to `path` with this cluster's URL, TLS, proxy and credentials.
   HttpRequest MakeRequest(const std::string& method, std::string_view path, const std::string& token,
@@ -61,6 +64,8 @@ class RestState : public std::enable_shared_from_this<RestState> {
 
  private:
   std::mutex mu_;
+  std::condition_variable tokens_paid_;
+  int tokens_owed_ = 0;
   bool closed_ = false;
   std::shared_ptr<HttpClient> http_;
   std::unordered_map<const Op*, std::weak_ptr<Op>> ops_;
