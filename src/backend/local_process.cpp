@@ -112,7 +112,13 @@ Result<long> StartDetached(const std::vector<std::string>& argv, const std::stri
   if (rc != 0) return Fail(Errc::failed, Errno("cannot start " + args[0] + " in " + cwd, rc));
   int status = 0;
   while (::waitpid(launcher, &status, 0) < 0) {
-    if (errno != EINTR) return Fail(Errc::internal, Errno("waitpid on the runtime launcher", errno));
+    if (errno == EINTR) continue;
+    if (errno == ECHILD) {
+      // SIGCHLD set to SIG_IGN: the kernel reaps children itself and nothing can be waited for.
+      return Fail(Errc::failed, "cannot wait for " + args[0] +
+                                    ": SIGCHLD is ignored in this process (SIG_IGN); restore its default disposition");
+    }
+    return Fail(Errc::internal, Errno("waitpid on the runtime launcher", errno));
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     std::string tail = LogTail(log, 3);

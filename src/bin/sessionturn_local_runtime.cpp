@@ -166,7 +166,8 @@ class StatusRecord {
     record_.pid = static_cast<long>(::getpid());
     record_.started = std::chrono::system_clock::now();
   }
-  sessionturn::Status Started() { return Write(true); }
+  // Not fsynced: after a machine crash no runtime runs anyway, and a start should not wait for the disk.
+  sessionturn::Status Started() { return Write(false); }
   void Activity(std::chrono::system_clock::time_point last_turn) {
     if (path_.empty() || last_turn == std::chrono::system_clock::time_point{} || last_turn == record_.last_activity)
       return;
