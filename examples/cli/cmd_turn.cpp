@@ -212,6 +212,8 @@ int RunTurn(const Args& args) {
   if (Trim(prompt).empty()) throw UsageError{"the prompt is empty"};
 
   StatusLine status(!args.json && isatty(STDERR_FILENO) == 1);
+  // Before the driver, so it outlives every callback the driver may still run while it goes.
+  TurnState state;
   st::ContextOptions context_options;
   context_options.threads = 1;
   st::Context context(context_options);
@@ -222,7 +224,6 @@ int RunTurn(const Args& args) {
   auto cancel = std::make_shared<st::CancellationSource>();
   SetSignalHandler([cancel] { cancel->Cancel(); });
 
-  TurnState state;
   st::TurnOptions options;
   if (args.timeout_seconds > 0) {
     options.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(args.timeout_seconds * 1000));

@@ -261,6 +261,11 @@ TEST_CASE("cli: sessions create from a template file and from a SessionSpawner",
   CHECK(object["metadata"]["name"] == "made2");
   CHECK(object["metadata"]["labels"]["x"] == "y");
   CHECK_FALSE(c.sessions.Get("other"));
+  auto selected = RunCli(c.Kube({"sessions", "list", "-l", "team=a", "--json"}));
+  REQUIRE(selected.exit_code == 0);
+  auto items = json::parse(selected.out);
+  REQUIRE(items.size() == 1);
+  CHECK(items[0]["metadata"]["name"] == "made");
 
   auto exists = RunCli(c.Kube({"sessions", "create", "made", "--template", spec_only}));
   CHECK(exists.exit_code == 1);  // the API's 409, as for every refusal that names a thing
