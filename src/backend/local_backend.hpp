@@ -29,9 +29,10 @@ inline constexpr std::chrono::milliseconds kLockWait{10'000};
 inline constexpr std::chrono::milliseconds kStopGrace{5'000};
 // How often a stop looks whether the runtime has gone.
 inline constexpr std::chrono::milliseconds kStopPoll{10};
-// A starting runtime is looked at after 1 ms, then at doubling intervals up to this: start-up takes a
-// few milliseconds, and the look is a file read.
-inline constexpr std::chrono::milliseconds kStartPollMax{20};
+// A starting runtime is looked at after 1 ms, then at doubling intervals up to this: start-up takes
+// 5-15 ms (most of it the journal's fdatasync of runtime.recovered), a look is a few file reads
+// (~0.1 ms), and a cold start should not wait much past the moment the runtime serves.
+inline constexpr std::chrono::milliseconds kStartPollMax{8};
 // A Session that does not exist (yet) is looked for this often until the WaitReady deadline.
 inline constexpr std::chrono::milliseconds kAbsentPoll{100};
 // The in-process host looks at its runtimes' activity this often (idle policy, last activity).

@@ -107,7 +107,7 @@ class InProcessHost final : public RuntimeHost {
     hosted->record.in_process = true;
     hosted->record.started = WallClock::now();
     if (auto prev = ReadRuntimeRecord(paths.status_file)) hosted->record.last_activity = prev->last_activity;
-    if (auto st = WriteRuntimeRecord(paths.status_file, hosted->record); !st) {
+    if (auto st = WriteRuntimeRecord(paths.status_file, hosted->record, false); !st) {  // as the program's
       hosted->runtime->Stop();
       return Fail(st.error());
     }

@@ -108,7 +108,8 @@ Result<Observation> Observe(Core& core, const std::string& name, const SessionLo
   FillInfo(core, paths, rt, o);
   if (lock != nullptr && lock->held() && !SameView(o.record, *record)) {
     // Keep session.json's view current for anyone reading it; a failure here changes nothing reported.
-    if (auto st = WriteSessionRecord(paths.session_file, o.record); !st && core.context.ShouldLog(LogLevel::warning))
+    if (auto st = WriteSessionRecord(paths.session_file, o.record, false);
+        !st && core.context.ShouldLog(LogLevel::warning))
       core.context.Log(LogLevel::warning, "local backend: " + st.error().message);
   }
   return o;

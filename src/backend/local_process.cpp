@@ -151,6 +151,9 @@ bool RuntimeAlive(long pid, const std::string& marker) {
   if (state == 'Z' || state == 'X' || state == 'x') return false;
   auto cmdline = ReadSmallFile(proc + "/cmdline", 1u << 16);
   if (!cmdline) return false;
+  // Empty while it exits (its memory is gone, its threads and descriptors, the journal's lock among
+  // them, not yet): still there, for whoever waits to start the next one.
+  if (cmdline->empty()) return true;
   std::string_view args(*cmdline);
   while (!args.empty()) {
     auto nul = args.find('\0');

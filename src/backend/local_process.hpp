@@ -30,7 +30,8 @@ Result<long> StartDetached(const std::vector<std::string>& argv, const std::stri
 Result<long> ReadPidFile(const std::string& path);
 
 // True when `pid` runs (not a zombie) and its command line has the argument `marker` (the runtime's
-// --state-dir): a pid since reused by another program is not our runtime.
+// --state-dir): a pid since reused by another program is not our runtime. A process in the middle of
+// exiting (its command line already empty) still counts: its descriptors may still hold locks.
 bool RuntimeAlive(long pid, const std::string& marker);
 
 // Sends `sig` to `pid` if it is still our runtime (RuntimeAlive). False when it was not.

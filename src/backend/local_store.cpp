@@ -267,7 +267,7 @@ Result<SessionRecord> ReadSessionRecord(const std::string& path) {
   return r;
 }
 
-Status WriteSessionRecord(const std::string& path, const SessionRecord& r) {
+Status WriteSessionRecord(const std::string& path, const SessionRecord& r, bool durable) {
   Json j = {{"version", kSessionRecordVersion},
             {"name", r.name},
             {"labels", r.labels},
@@ -280,7 +280,7 @@ Status WriteSessionRecord(const std::string& path, const SessionRecord& r) {
             {"phase", std::string(ToString(r.phase))},
             {"suspendReason", std::string(ToString(r.suspended))},
             {"message", r.message}};
-  return WriteFileAtomic(path, j.dump(2) + "\n");
+  return WriteFileAtomic(path, j.dump(2) + "\n", durable);
 }
 
 Result<RuntimeRecord> ReadRuntimeRecord(const std::string& path) {

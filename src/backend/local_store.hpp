@@ -60,7 +60,9 @@ struct SessionRecord {
 // Errc::not_found when the file is missing; Errc::io_error naming the file and what is wrong with it
 // when it cannot be read or is not a Session record.
 Result<SessionRecord> ReadSessionRecord(const std::string& path);
-Status WriteSessionRecord(const std::string& path, const SessionRecord& record);
+// `durable` as for WriteFileAtomic: what a caller changed is; a backend's fold of what it observed (the
+// phase, last activity) need not be, since it is derived again from the files at every look.
+Status WriteSessionRecord(const std::string& path, const SessionRecord& record, bool durable = true);
 
 // runtime.json: the runtime's own account (pid, start, last turn, how it ended). Written only by the
 // runtime that owns the Session's journal (the program, or the in-process host for its runtimes).
