@@ -1,5 +1,6 @@
 // KubeClient: the facade. Calls and watches run on HttpClient (kube_rest.cpp, kube_watch.cpp); the
 // blocking verbs wait for the async ones. A client without a Context owns a private one.
+#include <future>
 #include <thread>
 
 #include "blocking.hpp"
@@ -10,6 +11,11 @@
 namespace sessionturn {
 
 using nlohmann::json;
+
+namespace {
+// How long the destructor of a client with its own Context lets the cancelled operations report.
+constexpr std::chrono::seconds kDrainWait{5};
+}  // namespace
 
 struct KubeClient::Impl {
   std::unique_ptr<Context> own_context;  // when the caller gave none
@@ -25,6 +31,14 @@ struct KubeClient::Impl {
       state->AwaitTokens(kExecPluginTimeout + std::chrono::seconds(5));
     }
     state.reset();
+    if (own_context && !own_context->InWorkerThread()) {
+      // Our own Context: let the cancelled operations report (a hop or two through its loop) before
+      // it is stopped, after which nothing would run their handlers.
+      auto drained = std::make_shared<std::promise<void>>();
+      auto done = drained->get_future();
+      own_context->Post([drained] { drained->set_value(); });
+      done.wait_for(kDrainWait);
+    }
     if (own_context && own_context->InWorkerThread()) {
       // Destroyed from one of its own handlers: a worker cannot join itself. Another thread joins it
       // once this handler returned; nothing of ours runs on it any more.

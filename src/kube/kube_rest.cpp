@@ -181,13 +181,8 @@ class CallOp : public Op, public std::enable_shared_from_this<CallOp> {
         budget_(state_->Retry(), spec_.deadline),
         timer_(state_->context.io()) {}
 
-  // On a worker (posted by StartCall).
-  void Start() {
-    if (!state_->Track(shared_from_this())) {
-      return Finish(Fail(Errc::cancelled, what_ + ": the KubeClient was destroyed"));
-    }
-    Attempt();
-  }
+  // On a worker (posted by StartCall, which registered the call with the client).
+  void Start() { Attempt(); }
 
   void Cancel(Error why) override {
     HttpCall call;
@@ -325,6 +320,12 @@ KubeCall StartCall(const std::shared_ptr<RestState>& state, CallSpec spec, KubeJ
     return {};
   }
   auto op = std::make_shared<CallOp>(state, std::move(spec), std::move(handler));
+  // Registered now, not when it starts: the client's destruction must find every call it made.
+  if (!state->Track(op)) {
+    op->Cancel(Error(Errc::cancelled, "the KubeClient was destroyed"));
+    state->context.Post([op] { op->Start(); });  // reports the cancel on a worker
+    return {};
+  }
   // Everything, the first token included, happens on a worker: the handler never runs on the caller's thread.
   state->context.Post([op] { op->Start(); });
   return KubeCall(std::make_shared<KubeCall::Impl>(KubeCall::Impl{op}));

@@ -59,11 +59,8 @@ class WatchOp : public Op, public std::enable_shared_from_this<WatchOp> {
     if (!options_.field_selector.empty()) selectors_ += "&fieldSelector=" + UrlEncode(options_.field_selector);
   }
 
-  // On a worker.
+  // On a worker (posted by StartWatch, which registered the watch with the client).
   void Start() {
-    if (!state_->Track(shared_from_this())) {
-      return EndWith(Fail(Errc::cancelled, "watch " + path_ + ": the KubeClient was destroyed"));
-    }
     {
       std::lock_guard lock(mu_);
       if (ended_) return;
@@ -412,6 +409,8 @@ KubeWatch StartWatch(const std::shared_ptr<RestState>& state, std::string collec
     op->EndWith(Fail(blocking::StoppedContextError("watch " + collection_path)));
   } else if (collection_path.empty() || collection_path.front() != '/') {
     op->EndWith(Fail(Errc::invalid_argument, "watch: the collection path \"" + collection_path + "\" is not an API path"));
+  } else if (!state->Track(op)) {  // registered now: the client's destruction must find it
+    op->EndWith(Fail(Errc::cancelled, "watch " + collection_path + ": the KubeClient was destroyed"));
   } else {
     state->context.Post([op] { op->Start(); });
   }
