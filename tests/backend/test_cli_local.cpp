@@ -293,7 +293,7 @@ TEST_CASE("cli --local: sessions delete stops the runtime and removes the Sessio
   CHECK(std::chrono::steady_clock::now() - start < 20s);
 }
 
-TEST_CASE("cli --local: an idle runtime suspends itself; the next turn resumes the Session, which remembers",
+TEST_CASE("cli --local: an idle runtime suspends itself, and the next turn resumes the Session, which remembers",
           "[backend][cli]") {
   LocalCli cli;
   REQUIRE(cli({"sessions", "create", "idler"}).exit_code == 0);

@@ -140,7 +140,7 @@ TEST_CASE("cli: every command has its own --help", "[cli]") {
   CHECK(get.out.find("\nusage: sessionturn sessions get NAME") != std::string::npos);
 }
 
-TEST_CASE("cli: a turn streams the reply and exits 0; the Session remembers earlier turns", "[cli]") {
+TEST_CASE("cli: a turn streams the reply and exits 0, and the Session remembers earlier turns", "[cli]") {
   TempDir dir;
   auto runtime = StartRuntime(dir);
   auto first = RunCli({"turn", "--socket", runtime->socket_path(), "hello there"});
@@ -225,7 +225,7 @@ TEST_CASE("cli: a turn that does not finish in time exits 4", "[cli]") {
   runtime->PauseProvider(false);
 }
 
-TEST_CASE("cli: a rejected prompt exits 5; a command prompt without --allow-commands exits 2", "[cli]") {
+TEST_CASE("cli: a rejected prompt exits 5, and a command prompt without --allow-commands exits 2", "[cli]") {
   TempDir dir;
   auto runtime = StartRuntime(dir);
   runtime->SetDraining(true);
@@ -240,7 +240,7 @@ TEST_CASE("cli: a rejected prompt exits 5; a command prompt without --allow-comm
   for (const auto& r : requests) REQUIRE(r.text.find("rm -rf") == std::string::npos);  // never sent
 }
 
-TEST_CASE("cli: --questions ask takes answers from stdin; decline is the default", "[cli]") {
+TEST_CASE("cli: --questions ask takes answers from stdin, and decline is the default", "[cli]") {
   TempDir dir;
   auto runtime = StartRuntime(dir, WriteScript(dir, R"({"turns": [[
       {"type": "question", "questions": [{"id": "color", "question": "Which colour?",
@@ -262,7 +262,7 @@ TEST_CASE("cli: --questions ask takes answers from stdin; decline is the default
   REQUIRE(d["answeredQuestions"] == 0);
 }
 
-TEST_CASE("cli: interrupt stops the running turn; with none it exits 5", "[cli]") {
+TEST_CASE("cli: interrupt stops the running turn, and with none it exits 5", "[cli]") {
   TempDir dir;
   auto runtime = StartRuntime(dir, WriteScript(dir, R"({"turns": [[{"type": "delta", "text": "working"},
       {"type": "sleep", "ms": 30000}, {"type": "message", "text": "too late"}]]})"));

@@ -291,7 +291,7 @@ TEST_CASE("cli: sessions create from a template file and from a SessionSpawner",
   CHECK(no_spawner.err.find("nobody") != std::string::npos);
 }
 
-TEST_CASE("cli: a bad kubeconfig exits 2 naming the file; kube options need --session", "[kube][cli]") {
+TEST_CASE("cli: a bad kubeconfig exits 2 naming the file, and kube options need --session", "[kube][cli]") {
   TempDir dir;
   const std::string missing = dir.path() + "/no-such-kubeconfig";
   for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
