@@ -50,7 +50,8 @@ struct SessionInfo {
   std::chrono::system_clock::time_point last_activity{};  // the last turn; created when none yet
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> annotations;
-  // Backend-specific: "pod" (Kubernetes, when Ready), "pid", "socket", "dir", "provider", "workdir" (local).
+  // Backend-specific: "pod" (Kubernetes, when Ready), "pid", "socket", "dir", "log", "provider", "workdir",
+  // "suspended_at" (local; docs/backends.md).
   std::map<std::string, std::string> details;
 };
 

@@ -293,9 +293,14 @@ void StopRuntime(std::shared_ptr<Core> core, SessionPaths paths, long pid, std::
 
 void WaitReady(std::shared_ptr<Core> core, std::string name, std::chrono::steady_clock::time_point deadline,
                ReadyProgress progress, CancellationToken cancel, BackendHandler<ReadyTarget> handler) {
+  if (core->context.Stopped()) {
+    if (handler) handler(Fail(blocking::StoppedContextError("WaitReady for Session " + name)));
+    return;
+  }
+  Context& context = core->context;
   auto op = std::make_shared<WaitOp>(std::move(core), std::move(name), deadline, std::move(progress), std::move(cancel),
                                      std::move(handler));
-  op->Step();
+  context.Post([op] { op->Step(); });  // never report inline, not even a deadline that has passed
 }
 
 std::shared_ptr<Connector> MakeSessionConnector(std::shared_ptr<Core> core, std::string name) {
