@@ -1,40 +1,25 @@
 #include "sessionturn/session_driver.hpp"
 
 #include <atomic>
+#include <condition_variable>
 #include <mutex>
-#include <thread>
 
 namespace sessionturn {
 namespace {
 
-// Shared by the decorating connector and its connections: fires `on_replayed` once.
+// Shared by the decorating connector and its connections: fires `on_replayed` once, on the worker
+// that delivered the history.end (it must not block: the acknowledgement is an async PATCH).
 struct ReplayNotice {
   Context* context = nullptr;
   std::function<void()> on_replayed;
   std::atomic<bool> fired{false};
-  std::mutex mu;
-  std::thread worker;
 
   void Fire() {
     if (fired.exchange(true)) return;
-    std::lock_guard<std::mutex> lock(mu);
-    // A thread, not a Context handler: the callback makes blocking REST calls.
-    worker = std::thread([this] {
-      try {
-        on_replayed();
-      } catch (const std::exception& e) {
-        context->Log(LogLevel::warning, std::string("after the first replay: ") + e.what());
-      }
-    });
-  }
-
-  ~ReplayNotice() {
-    std::lock_guard<std::mutex> lock(mu);
-    if (!worker.joinable()) return;
-    if (worker.get_id() == std::this_thread::get_id()) {
-      worker.detach();
-    } else {
-      worker.join();
+    try {
+      on_replayed();
+    } catch (const std::exception& e) {
+      context->Log(LogLevel::warning, std::string("after the first replay: ") + e.what());
     }
   }
 };
@@ -95,25 +80,142 @@ std::shared_ptr<Connector> NotifyOnFirstReplay(Context& context, std::shared_ptr
   return std::make_shared<NotifyingConnector>(std::move(inner), std::move(notice));
 }
 
+namespace {
+
+// Resolves the Session on every connect (a turn after an idle suspension or a Pod restart reaches
+// the new Pod): WaitReady (one list when it is ready, a watch and a resume request when it is not),
+// then pods/exec to its Pod, and the resume acknowledgement after that connection's first
+// history.end when the wait found one to acknowledge.
+class SessionConnector : public Connector, public std::enable_shared_from_this<SessionConnector> {
+ public:
+  SessionConnector(Context& context, KubeConfig kube, std::shared_ptr<KubeClient> client, std::string ns,
+                   std::string name, SessionDriverOptions options, std::string initial_request)
+      : context_(context),
+        kube_(std::move(kube)),
+        client_(std::move(client)),
+        ns_(std::move(ns)),
+        name_(std::move(name)),
+        options_(std::move(options)),
+        pending_request_(std::move(initial_request)) {}
+
+  void AsyncConnect(ConnectHandler handler) override {
+    auto self = shared_from_this();
+    WaitReadyOptions wait = options_.wait;
+    SessionClient(*client_, ns_).AsyncWaitReady(
+        name_, std::chrono::steady_clock::now() + options_.wait_ready_timeout, std::move(wait),
+        [self, handler = std::move(handler)](Result<ReadySession> ready) mutable {
+          if (!ready) return handler(Fail(ready.error()));
+          self->ConnectTo(std::move(*ready), std::move(handler));
+        });
+  }
+
+  std::string Describe() const override { return "session:" + ns_ + "/" + name_; }
+
+ private:
+  void ConnectTo(ReadySession ready, ConnectHandler handler) {
+    std::shared_ptr<Connector> exec;
+    std::string request;
+    {
+      std::lock_guard lock(mu_);
+      if (!exec_ || pod_ != ready.pod_name) {
+        pod_ = ready.pod_name;
+        exec_ = MakeKubeExecConnector(context_, kube_, ns_, pod_, options_.container, options_.command, options_.limits);
+      }
+      exec = exec_;
+      if (!ready.resume_request.empty()) pending_request_ = ready.resume_request;
+      request = pending_request_;
+    }
+    if (request.empty()) return exec->AsyncConnect(std::move(handler));
+    std::weak_ptr<SessionConnector> weak = shared_from_this();
+    NotifyOnFirstReplay(context_, exec, [weak, request] {
+      if (auto self = weak.lock()) self->Acknowledge(request);
+    })->AsyncConnect(std::move(handler));
+  }
+
+  void Acknowledge(const std::string& request) {
+    {
+      std::lock_guard lock(mu_);
+      if (pending_request_ != request) return;  // acknowledged already, by another connection
+      pending_request_.clear();
+    }
+    acks_->Begin();
+    // What the PATCH needs is held by value: the connector may be gone before it reports, and the
+    // client stays alive until then.
+    std::weak_ptr<SessionConnector> weak = shared_from_this();
+    SessionClient(*client_, ns_).AsyncAcknowledgeResume(
+        name_, request, [weak, client = client_, acks = acks_, &context = context_, who = ns_ + "/" + name_, request](Status st) {
+          if (!st) {
+            context.Log(LogLevel::warning, "acknowledging the resume of Session " + who + " failed: " + st.error().ToString());
+            if (auto self = weak.lock()) {
+              std::lock_guard lock(self->mu_);
+              if (self->pending_request_.empty()) self->pending_request_ = request;  // the next connection tries again
+            }
+          }
+          acks->End();
+        });
+  }
+
+ public:
+  ~SessionConnector() override {
+    // A short-lived caller (a CLI turn) destroys its driver right after the turn: give an
+    // acknowledgement in flight the time to land, as the Driver gives a withdrawal its grace. Not on
+    // a worker (it would block the loop the PATCH needs), not on a stopped Context (nothing runs).
+    if (context_.InWorkerThread() || context_.Stopped()) return;
+    acks_->WaitIdle(kAcknowledgeGrace);
+  }
+
+ private:
+  // Acknowledgements in flight, shared with their handlers.
+  struct Acks {
+    std::mutex mu;
+    std::condition_variable idle;
+    int pending = 0;
+    void Begin() {
+      std::lock_guard lock(mu);
+      ++pending;
+    }
+    void End() {
+      std::lock_guard lock(mu);
+      if (--pending == 0) idle.notify_all();
+    }
+    void WaitIdle(std::chrono::milliseconds bound) {
+      std::unique_lock lock(mu);
+      idle.wait_for(lock, bound, [this] { return pending == 0; });
+    }
+  };
+  // One PATCH (a read and a write, retried by the client) normally takes milliseconds.
+  static constexpr std::chrono::milliseconds kAcknowledgeGrace{5000};
+
+  Context& context_;
+  KubeConfig kube_;
+  std::shared_ptr<KubeClient> client_;
+  const std::string ns_;
+  const std::string name_;
+  const SessionDriverOptions options_;
+  std::mutex mu_;
+  std::string pod_;
+  std::shared_ptr<Connector> exec_;
+  std::string pending_request_;
+  std::shared_ptr<Acks> acks_ = std::make_shared<Acks>();
+};
+
+}  // namespace
+
+std::shared_ptr<Connector> MakeSessionConnector(Context& context, const KubeConfig& kube,
+                                                std::shared_ptr<KubeClient> client, const std::string& namespace_name,
+                                                const std::string& name, const std::string& resume_request,
+                                                const SessionDriverOptions& options) {
+  return std::make_shared<SessionConnector>(context, kube, std::move(client),
+                                            namespace_name.empty() ? kube.Namespace() : namespace_name, name, options,
+                                            resume_request);
+}
+
 std::shared_ptr<Connector> MakeSessionConnector(Context& context, const KubeConfig& kube,
                                                 const std::string& namespace_name, const std::string& name,
                                                 const ReadySession& ready, const SessionDriverOptions& options) {
-  std::shared_ptr<Connector> connector = MakeKubeExecConnector(context, kube, namespace_name, ready.pod_name,
-                                                               options.container, options.command, options.limits);
-  if (ready.resume_request.empty()) return connector;
-  // The acknowledgement runs on its own client: the caller's objects may be gone by then.
-  return NotifyOnFirstReplay(
-      context, std::move(connector),
-      [&context, kube, client_options = options.client, namespace_name, name, request = ready.resume_request] {
-        KubeClientOptions o = client_options;
-        o.context = nullptr;  // this is our own thread
-        KubeClient ack_client(kube, o);
-        SessionClient ack_sessions(ack_client, namespace_name);
-        if (auto st = ack_sessions.AcknowledgeResume(name, request); !st) {
-          context.Log(LogLevel::warning, "acknowledging the resume of Session " + namespace_name + "/" + name +
-                                             " failed: " + st.error().ToString());
-        }
-      });
+  KubeClientOptions client_options = options.client;
+  auto client = std::make_shared<KubeClient>(context, kube, client_options);
+  return MakeSessionConnector(context, kube, std::move(client), namespace_name, name, ready.resume_request, options);
 }
 
 Result<SessionDriver> ForSession(Context& context, const KubeConfig& kube, std::string namespace_name,
@@ -123,13 +225,12 @@ Result<SessionDriver> ForSession(Context& context, const KubeConfig& kube, std::
   }
   if (name.empty()) return Fail(Errc::invalid_argument, "ForSession: the Session name is empty");
   if (namespace_name.empty()) namespace_name = kube.Namespace();
-  options.client.context = &context;
-  KubeClient client(kube, options.client);
-  SessionClient sessions(client, namespace_name);
+  auto client = std::make_shared<KubeClient>(context, kube, options.client);
+  SessionClient sessions(*client, namespace_name);
   auto ready = sessions.WaitReady(name, std::chrono::steady_clock::now() + options.wait_ready_timeout, options.wait);
   if (!ready) return Fail(ready.error());
 
-  std::shared_ptr<Connector> connector = MakeSessionConnector(context, kube, namespace_name, name, *ready, options);
+  auto connector = MakeSessionConnector(context, kube, client, namespace_name, name, ready->resume_request, options);
   SessionDriver out;
   out.driver = std::make_unique<Driver>(context, std::move(connector));
   out.session = std::move(ready->session);

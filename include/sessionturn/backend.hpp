@@ -16,6 +16,8 @@
 #include "sessionturn/context.hpp"
 #include "sessionturn/driver.hpp"
 #include "sessionturn/error.hpp"
+#include "sessionturn/kube.hpp"
+#include "sessionturn/session_driver.hpp"
 
 namespace sessionturn {
 
@@ -179,5 +181,27 @@ Result<std::unique_ptr<SessionBackend>> MakeLocalBackend(Context& context, Local
 
 // The default state root: $XDG_STATE_HOME/sessionturn, else ~/.local/state/sessionturn.
 std::string DefaultStateDir();
+
+// ---- KubernetesBackend ----------------------------------------------------------------------------
+
+struct KubernetesBackendOptions {
+  std::string namespace_name;  // empty: the configuration's namespace
+  // Where new Sessions come from, exactly one of:
+  //   spawner:       a SessionSpawner in the namespace; its spec.sessionTemplate is the template and its
+  //                  UID owns the Sessions (label kelos.dev/sessionspawner and an ownerReference);
+  //   template_file: a Session template (JSON or YAML: metadata.labels/annotations and spec); the
+  //                  Sessions are owned by `owner` (label kLocalOwnerLabel) when it is set.
+  // Neither: Ensure refuses to create (existing Sessions can still be used).
+  std::string spawner;
+  std::string template_file;
+  std::string owner;
+  // The wait (timeout, idle resume, progress), REST retries, the exec container and command.
+  SessionDriverOptions session;
+};
+
+// Sessions of a cluster over SessionClient, with one KubeClient (one connection pool) for all of
+// them. Errc::invalid_argument for unusable options (both or an unreadable template file, naming it).
+Result<std::unique_ptr<SessionBackend>> MakeKubernetesBackend(Context& context, KubeConfig kube,
+                                                              KubernetesBackendOptions options);
 
 }  // namespace sessionturn

@@ -33,12 +33,12 @@ struct SessionDriverOptions {
 };
 
 struct SessionDriver {
-  std::unique_ptr<Driver> driver;  // over pods/exec to the Session's Pod
+  std::unique_ptr<Driver> driver;  // over pods/exec to the Session's Pod, resolved again on every connect
   Session session;                 // as it was when it became ready
   std::string pod_name;
-  // Non-empty when the wait asked for (or found) an idle resume: the driver acknowledges it after its
-  // first connection's history.end, on a thread of its own (a blocking REST call must not run on the
-  // Context's workers). Failures of the acknowledgement are logged, never fatal to the turn.
+  // Non-empty when the wait asked for (or found) an idle resume: the driver's connector acknowledges
+  // it after its first connection's history.end, with an asynchronous PATCH. Failures of the
+  // acknowledgement are logged and retried on the next connection, never fatal to the turn.
   std::string resume_request;
 };
 
@@ -49,16 +49,26 @@ struct SessionDriver {
 Result<SessionDriver> ForSession(Context& context, const KubeConfig& kube, std::string namespace_name,
                                  std::string name, SessionDriverOptions options = {});
 
-// The connector ForSession builds once WaitReady found the Session ready: pods/exec to its Pod, and,
-// when `ready.resume_request` is set, the acknowledgement after the first history.end. For callers
-// that run WaitReady themselves (progress UIs, the C ABI, Python).
+// The connector of a Session: every AsyncConnect waits until the Session is ready (one list when it
+// is; a watch and an idle resume request when it is not, bounded by options.wait_ready_timeout),
+// then connects through pods/exec to its current Pod, so a turn after an idle suspension or a Pod
+// restart reaches the new Pod. A resume the wait requested or found unacknowledged (and
+// `resume_request`, from a wait the caller ran) is acknowledged after the first history.end of a
+// connection made after it. For callers that run WaitReady themselves (progress UIs, the C ABI,
+// Python); `ready.resume_request` is the one to acknowledge. Builds its own KubeClient on `context`.
 std::shared_ptr<Connector> MakeSessionConnector(Context& context, const KubeConfig& kube,
                                                 const std::string& namespace_name, const std::string& name,
                                                 const ReadySession& ready, const SessionDriverOptions& options = {});
+// The same over a KubeClient the caller shares between many Sessions (a backend): one connection
+// pool for all of them. The connector keeps the client alive.
+std::shared_ptr<Connector> MakeSessionConnector(Context& context, const KubeConfig& kube,
+                                                std::shared_ptr<KubeClient> client, const std::string& namespace_name,
+                                                const std::string& name, const std::string& resume_request,
+                                                const SessionDriverOptions& options = {});
 
-// The connector decorator ForSession uses, for callers who build their own: `on_replayed` runs once,
-// on a thread of its own, after the first connection made through `inner` delivered history.end.
-// The returned connector joins that thread when it is destroyed.
+// The connector decorator the Session connector uses, for callers who build their own: `on_replayed`
+// runs once, on the Context worker that read it, after the first connection made through `inner`
+// delivered history.end. It must not block (start an asynchronous call instead).
 std::shared_ptr<Connector> NotifyOnFirstReplay(Context& context, std::shared_ptr<Connector> inner,
                                                std::function<void()> on_replayed);
 

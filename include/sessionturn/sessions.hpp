@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sessionturn/driver.hpp"
 #include "sessionturn/error.hpp"
 #include "sessionturn/kube.hpp"
 
@@ -56,15 +57,20 @@ struct Session {
   // Suspended through spec.suspend: only the owner may resume it.
   bool IsOwnerSuspended() const;
   bool IsFailed() const;
+  // status.lastActivityTime, else metadata.creationTimestamp, as seconds since the epoch (0: neither).
+  long long LastActivity() const;
+  long long Created() const;  // metadata.creationTimestamp (0: none)
 };
 
 struct WaitReadyOptions {
   // Request a resume when the Session was suspended by its idle policy (else fail with Errc::unavailable).
   bool resume_idle = true;
   std::chrono::milliseconds poll_interval = kReadyPollInterval;
-  // Called (on the waiting thread) each time the observed Session changes: progress for a UI
-  // ("resuming..."). May be empty. Must not block for long.
+  // Called on a worker of the client's Context each time the observed Session changes: progress for
+  // a UI ("resuming..."). May be empty. Must not block.
   std::function<void(const Session&)> on_update;
+  // Cancelling ends the wait with Errc::cancelled.
+  CancellationToken cancel;
 };
 
 struct ReadySession {
@@ -75,21 +81,53 @@ struct ReadySession {
   std::string resume_request;
 };
 
-// Blocking operations on the Sessions of one namespace. Each call blocks like KubeClient's do.
-// Thread-safe as KubeClient is. The KubeClient must outlive this object.
+template <typename T>
+using SessionHandler = std::function<void(Result<T> result)>;
+using SessionStatusHandler = std::function<void(Status status)>;
+
+// Operations on the Sessions of one namespace, asynchronous on the KubeClient's Context with
+// blocking forms built on them. Async handlers run on a worker of that Context and must not block;
+// blocking forms refuse on one (Errc::would_block). Thread-safe. The KubeClient must outlive this
+// object and every operation started through it (destroying the client cancels them).
 class SessionClient {
  public:
   SessionClient(KubeClient& client, std::string namespace_name);
 
   const std::string& Namespace() const noexcept { return namespace_; }
+  KubeClient& Client() const noexcept { return *client_; }
 
+  void AsyncGet(const std::string& name, SessionHandler<Session> handler);
+  void AsyncList(const std::string& label_selector, SessionHandler<std::vector<Session>> handler);
+  void AsyncCreate(nlohmann::json object, SessionHandler<Session> handler);
+  // The Session CreateFromSpawner creates, without creating it: the spawner's template, its UID
+  // label and an ownerReference to the spawner (so the Session goes with it).
+  void AsyncSpawnerSession(const std::string& spawner, const std::string& name,
+                           std::map<std::string, std::string> extra_annotations, SessionHandler<nlohmann::json> handler);
+  void AsyncCreateFromSpawner(const std::string& spawner, const std::string& name,
+                              std::map<std::string, std::string> extra_annotations, SessionHandler<Session> handler);
+  void AsyncDelete(const std::string& name, SessionStatusHandler handler);
+  void AsyncSuspend(const std::string& name, SessionHandler<Session> handler);
+  void AsyncResume(const std::string& name, SessionHandler<Session> handler);
+  void AsyncRequestIdleResume(const std::string& name, SessionHandler<std::string> handler);
+  void AsyncAcknowledgeResume(const std::string& name, const std::string& request, SessionStatusHandler handler);
+  void AsyncAnnotate(const std::string& name, std::map<std::string, std::optional<std::string>> annotations,
+                     SessionHandler<Session> handler);
+  // DESIGN.md §5: completes once the Session is Ready with a Pod. Watches it (fieldSelector on its
+  // name) and polls every poll_interval when a watch is refused or fails for good. NotFound keeps
+  // waiting; Failed ends with Errc::failed, owner-suspended with Errc::unavailable (both carrying
+  // status.message); idle-suspended requests a resume (options.resume_idle). Errc::timeout at the
+  // deadline, Errc::cancelled through options.cancel.
+  void AsyncWaitReady(const std::string& name, std::chrono::steady_clock::time_point deadline,
+                      WaitReadyOptions options, SessionHandler<ReadySession> handler);
+
+  // Blocking forms.
   Result<Session> Get(const std::string& name);
   Result<std::vector<Session>> List(const std::string& label_selector = {});
   // `object` is a Session (kind/apiVersion/namespace are filled in when missing).
   Result<Session> Create(nlohmann::json object);
   // A Session named `name` from SessionSpawner `spawner`'s spec.sessionTemplate (metadata labels
-  // and annotations and spec), labelled kelos.dev/sessionspawner=<spawner UID>. `extra_annotations`
-  // are added to the template's.
+  // and annotations and spec), labelled kelos.dev/sessionspawner=<spawner UID> and owned by the
+  // spawner (ownerReference). `extra_annotations` are added to the template's.
   Result<Session> CreateFromSpawner(const std::string& spawner, const std::string& name,
                                     const std::map<std::string, std::string>& extra_annotations = {});
   Status Delete(const std::string& name);
@@ -103,25 +141,21 @@ class SessionClient {
   // Sets (value) or removes (nullopt) annotations, guarded by resourceVersion, retried on 409.
   Result<Session> Annotate(const std::string& name,
                            const std::map<std::string, std::optional<std::string>>& annotations);
-  // Watches this namespace's Sessions (see KubeClient::Watch).
+  // Watches this namespace's Sessions (see KubeClient::Watch); `handler` runs on the calling thread.
   Status Watch(const KubeWatchOptions& options, const std::function<bool(const std::string& type, const Session&)>& handler);
-
-  // DESIGN.md §5: returns once the Session is Ready with a Pod. Watches it (fieldSelector on its
-  // name) and polls every 2 s when a watch is refused or drops. NotFound keeps waiting; Failed ends
-  // with Errc::failed, owner-suspended with Errc::unavailable (both carrying status.message);
-  // idle-suspended requests a resume (options.resume_idle). Errc::timeout at the deadline.
   Result<ReadySession> WaitReady(const std::string& name, std::chrono::steady_clock::time_point deadline,
                                  const WaitReadyOptions& options = {});
 
   std::string CollectionPath() const;
   std::string ObjectPath(const std::string& name) const;
 
- private:
   // Applies `make_patch(current)` as a merge patch guarded by the current resourceVersion,
-  // re-reading and retrying on 409. make_patch returns nullopt when nothing needs changing.
-  Result<Session> GuardedPatch(const std::string& name,
-                               const std::function<std::optional<nlohmann::json>(const Session&)>& make_patch);
+  // re-reading and retrying on 409. make_patch returns nullopt when nothing needs changing (the
+  // handler then gets the current Session).
+  void AsyncGuardedPatch(const std::string& name, std::function<std::optional<nlohmann::json>(const Session&)> make_patch,
+                         SessionHandler<Session> handler);
 
+ private:
   KubeClient* client_;
   std::string namespace_;
 };

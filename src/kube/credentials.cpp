@@ -90,7 +90,10 @@ KubeConfig::Impl::Cached KubeConfig::Impl::Lookup(bool async) const {
       return out;
     }
     out.token = exec_token;
-    out.refresh = async && exec_expiry != 0 && left <= kRefreshAheadSeconds;
+    if (async && exec_expiry != 0 && left <= kRefreshAheadSeconds && !exec_refresh_started) {
+      exec_refresh_started = true;
+      out.refresh = true;
+    }
     return out;
   }
   out.token = std::string();  // client certificate or nothing: no bearer token
@@ -142,6 +145,7 @@ Result<std::string> KubeConfig::Impl::RefreshLocked() const {
   exec_token = cred->token;
   exec_expiry = cred->expiry;
   exec_cached = true;
+  exec_refresh_started = false;
   return std::move(cred->token);
 }
 

@@ -67,6 +67,9 @@ struct KubeConfig::Impl {
   mutable std::string exec_token;
   mutable long long exec_expiry = 0;  // seconds since epoch; 0: no expiry given
   mutable bool exec_cached = false;
+  // A background refresh of the cached credential was started: at most one per credential, so one
+  // whose whole lifetime is inside the refresh-ahead window does not refresh on every lookup.
+  mutable bool exec_refresh_started = false;
 
   // Serializes refreshes (blocking BearerToken() and the refresher): one plugin run at a time.
   mutable std::mutex refresh_mu;

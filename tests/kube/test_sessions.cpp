@@ -57,6 +57,7 @@ TEST_CASE("sessions: create, get, list by label, annotate, suspend, resume, dele
   // A conflict on the guarded patch is retried with a fresh read.
   fake.Control("faults", {{"status", 409}, {"count", 1}, {"method", "PATCH"}});
   auto again = sessions.Annotate("s1", {{"example.com/thread", std::nullopt}});
+  if (!again) FAIL(again.error().ToString());
   REQUIRE(again);
   CHECK(again->annotations.count("example.com/thread") == 0);
 
