@@ -79,7 +79,8 @@ std::unique_ptr<SessionBackend> Backend(Context& ctx, const std::string& root, c
 
 void ColdAndWarm(Context& ctx, const std::string& root, const std::string& provider, bool in_process, int cold_n,
                  int warm_n) {
-  auto backend = Backend(ctx, root, provider, in_process, std::chrono::seconds(0));
+  // The idle policy is only a safety net here: a runtime left behind by a benchmark that died goes away.
+  auto backend = Backend(ctx, root, provider, in_process, std::chrono::seconds(60));
   const std::string name = in_process ? "cold-inproc" : "cold";
   Must(backend->Ensure(name, {}), "Ensure");
   Figures first, cold, warm;
@@ -152,10 +153,14 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const int v = std::atoi(argv[i + 1]);
-    if (flag == "--cold") cold_n = v;
-    else if (flag == "--warm") warm_n = v;
-    else if (flag == "--sessions") sessions = v;
-    else if (flag == "--idle") idle_n = v;
+    if (flag == "--cold")
+      cold_n = v;
+    else if (flag == "--warm")
+      warm_n = v;
+    else if (flag == "--sessions")
+      sessions = v;
+    else if (flag == "--idle")
+      idle_n = v;
   }
   ::signal(SIGPIPE, SIG_IGN);
   char tmpl[] = "/tmp/st-bench-lb-XXXXXX";

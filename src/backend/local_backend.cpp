@@ -112,8 +112,9 @@ class LocalBackend final : public SessionBackend {
   }
 
   void AsyncEnsure(std::string name, SessionSpec spec, BackendHandler<EnsureResult> handler) override {
-    Job<EnsureResult>("Ensure", std::move(handler),
-                      [core = core_, name = std::move(name), spec = std::move(spec)]() { return Ensure(*core, name, spec); });
+    Job<EnsureResult>("Ensure", std::move(handler), [core = core_, name = std::move(name), spec = std::move(spec)]() {
+      return Ensure(*core, name, spec);
+    });
   }
 
   void AsyncWaitReady(std::string name, std::chrono::steady_clock::time_point deadline, ReadyProgress progress,
@@ -133,78 +134,83 @@ class LocalBackend final : public SessionBackend {
   }
 
   void AsyncList(std::string selector, BackendHandler<std::vector<SessionInfo>> handler) override {
-    Job<std::vector<SessionInfo>>("List", std::move(handler), [core = core_, selector = std::move(selector)]() {
-      return List(*core, selector);
-    });
+    Job<std::vector<SessionInfo>>("List", std::move(handler),
+                                  [core = core_, selector = std::move(selector)]() { return List(*core, selector); });
   }
 
   void AsyncSuspend(std::string name, BackendHandler<SessionInfo> handler) override {
-    Locked<SessionInfo>(std::move(name), std::move(handler), [](std::shared_ptr<Core> core, std::string name,
-                                                                 SessionLock lock, BackendHandler<SessionInfo> done) {
-      auto seen = Observe(*core, name, &lock);
-      if (!seen) return done(Fail(seen.error()));
-      SessionRecord record = seen->record;
-      record.suspended = SuspendReason::owner;
-      record.phase = SessionPhase::suspended;
-      record.message = "suspended by its owner; Resume lifts it";
-      if (auto st = WriteSessionRecord(core->Paths(name).session_file, record); !st) return done(Fail(st.error()));
-      lock.Release();
-      const long pid = seen->live.alive ? seen->live.pid : 0;
-      StopRuntime(core, core->Paths(name), pid, [core, name, done = std::move(done)] {
-        auto after = Look(*core, name);
-        done(after ? Result<SessionInfo>(after->info) : Result<SessionInfo>(Fail(after.error())));
-      });
-    });
+    Locked<SessionInfo>(
+        std::move(name), std::move(handler),
+        [](std::shared_ptr<Core> core, std::string name, SessionLock lock, BackendHandler<SessionInfo> done) {
+          auto seen = Observe(*core, name, &lock);
+          if (!seen) return done(Fail(seen.error()));
+          SessionRecord record = seen->record;
+          record.suspended = SuspendReason::owner;
+          record.phase = SessionPhase::suspended;
+          record.message = "suspended by its owner; Resume lifts it";
+          if (auto st = WriteSessionRecord(core->Paths(name).session_file, record); !st) return done(Fail(st.error()));
+          lock.Release();
+          const long pid = seen->live.alive ? seen->live.pid : 0;
+          StopRuntime(core, core->Paths(name), pid, [core, name, done = std::move(done)] {
+            auto after = Look(*core, name);
+            done(after ? Result<SessionInfo>(after->info) : Result<SessionInfo>(Fail(after.error())));
+          });
+        });
   }
 
   void AsyncResume(std::string name, BackendHandler<SessionInfo> handler) override {
-    Locked<SessionInfo>(std::move(name), std::move(handler), [](std::shared_ptr<Core> core, std::string name,
-                                                                 SessionLock lock, BackendHandler<SessionInfo> done) {
-      auto seen = Observe(*core, name, &lock);
-      if (!seen) return done(Fail(seen.error()));
-      if (seen->record.suspended == SuspendReason::owner) {
-        SessionRecord record = seen->record;
-        record.suspended = SuspendReason::none;
-        record.phase = SessionPhase::pending;
-        record.message = "resumed by its owner; the next WaitReady starts its runtime";
-        if (auto st = WriteSessionRecord(core->Paths(name).session_file, record); !st) return done(Fail(st.error()));
-        seen = Observe(*core, name, &lock);
-        if (!seen) return done(Fail(seen.error()));
-      }
-      done(seen->info);
-    });
+    Locked<SessionInfo>(
+        std::move(name), std::move(handler),
+        [](std::shared_ptr<Core> core, std::string name, SessionLock lock, BackendHandler<SessionInfo> done) {
+          auto seen = Observe(*core, name, &lock);
+          if (!seen) return done(Fail(seen.error()));
+          if (seen->record.suspended == SuspendReason::owner) {
+            SessionRecord record = seen->record;
+            record.suspended = SuspendReason::none;
+            record.phase = SessionPhase::pending;
+            record.message = "resumed by its owner; the next WaitReady starts its runtime";
+            if (auto st = WriteSessionRecord(core->Paths(name).session_file, record); !st)
+              return done(Fail(st.error()));
+            seen = Observe(*core, name, &lock);
+            if (!seen) return done(Fail(seen.error()));
+          }
+          done(seen->info);
+        });
   }
 
   void AsyncDelete(std::string name, BackendStatusHandler handler) override {
     BackendHandler<bool> as_bool = [handler = std::move(handler)](Result<bool> r) {
       handler(r ? Status{} : Status(Fail(r.error())));
     };
-    Locked<bool>(std::move(name), std::move(as_bool), [](std::shared_ptr<Core> core, std::string name,
-                                                        SessionLock lock, BackendHandler<bool> done) {
-      const SessionPaths paths = core->Paths(name);
-      // A corrupt session.json does not stop a delete (it is one way out of it); the pid file says
-      // what runs. Otherwise mark it suspended first, so no one starts it while it stops.
-      if (auto record = ReadSessionRecord(paths.session_file)) {
-        record->suspended = SuspendReason::owner;
-        record->phase = SessionPhase::suspended;
-        record->message = "being deleted";
-        (void)WriteSessionRecord(paths.session_file, *record);
-      }
-      const Liveness live = core->host->Check(paths, ReadRuntimeRecord(paths.status_file));
-      lock.Release();
-      StopRuntime(core, paths, live.alive ? live.pid : 0, [core, name, done = std::move(done)]() mutable {
-        WithSessionLock(core, name, [core, name, done = std::move(done)](Result<SessionLock> again) {
-          if (!again) return done(again.error().code == Errc::not_found ? Result<bool>(true) : Result<bool>(Fail(again.error())));
-          auto retired = RetireSessionDir(core->options.state_dir, name);
-          again->Release();
-          if (!retired) {
-            return done(retired.error().code == Errc::not_found ? Result<bool>(true) : Result<bool>(Fail(retired.error())));
-          }
-          RemoveTree(*retired);
-          done(true);
-        });
-      });
-    });
+    Locked<bool>(std::move(name), std::move(as_bool),
+                 [](std::shared_ptr<Core> core, std::string name, SessionLock lock, BackendHandler<bool> done) {
+                   const SessionPaths paths = core->Paths(name);
+                   // A corrupt session.json does not stop a delete (it is one way out of it); the pid file says
+                   // what runs. Otherwise mark it suspended first, so no one starts it while it stops.
+                   if (auto record = ReadSessionRecord(paths.session_file)) {
+                     record->suspended = SuspendReason::owner;
+                     record->phase = SessionPhase::suspended;
+                     record->message = "being deleted";
+                     (void)WriteSessionRecord(paths.session_file, *record);
+                   }
+                   const Liveness live = core->host->Check(paths, ReadRuntimeRecord(paths.status_file));
+                   lock.Release();
+                   StopRuntime(core, paths, live.alive ? live.pid : 0, [core, name, done = std::move(done)]() mutable {
+                     WithSessionLock(core, name, [core, name, done = std::move(done)](Result<SessionLock> again) {
+                       if (!again)
+                         return done(again.error().code == Errc::not_found ? Result<bool>(true)
+                                                                           : Result<bool>(Fail(again.error())));
+                       auto retired = RetireSessionDir(core->options.state_dir, name);
+                       again->Release();
+                       if (!retired) {
+                         return done(retired.error().code == Errc::not_found ? Result<bool>(true)
+                                                                             : Result<bool>(Fail(retired.error())));
+                       }
+                       RemoveTree(*retired);
+                       done(true);
+                     });
+                   });
+                 });
   }
 
   void AsyncAnnotate(std::string name, std::map<std::string, std::optional<std::string>> annotations,
@@ -217,8 +223,10 @@ class LocalBackend final : public SessionBackend {
                           SessionRecord record = seen->record;
                           for (const auto& [key, value] : annotations) {
                             if (key.empty()) return done(Fail(Errc::invalid_argument, "an annotation key is empty"));
-                            if (value) record.annotations[key] = *value;
-                            else record.annotations.erase(key);
+                            if (value)
+                              record.annotations[key] = *value;
+                            else
+                              record.annotations.erase(key);
                           }
                           auto st = WriteSessionRecord(core->Paths(name).session_file, record);
                           if (!st) return done(Fail(st.error()));
@@ -250,11 +258,11 @@ class LocalBackend final : public SessionBackend {
   void Locked(std::string name, BackendHandler<T> handler, Fn fn) {
     if (auto st = ValidateSessionName(name); !st) return Report(std::move(handler), Result<T>(Fail(st.error())));
     auto core = core_;
-    WithSessionLock(core, name, [core, name, handler = std::move(handler), fn = std::move(fn)](
-                                    Result<SessionLock> lock) mutable {
-      if (!lock) return handler(Fail(lock.error()));
-      fn(core, name, std::move(*lock), std::move(handler));
-    });
+    WithSessionLock(core, name,
+                    [core, name, handler = std::move(handler), fn = std::move(fn)](Result<SessionLock> lock) mutable {
+                      if (!lock) return handler(Fail(lock.error()));
+                      fn(core, name, std::move(*lock), std::move(handler));
+                    });
   }
 
   static Result<EnsureResult> Ensure(Core& core, const std::string& name, const SessionSpec& spec) {
@@ -357,8 +365,10 @@ Result<std::unique_ptr<SessionBackend>> MakeLocalBackend(Context& context, Local
     auto program = local::FindRuntimeProgram(options.runtime_program);
     if (!program && program.error().code == Errc::invalid_argument) return Fail(program.error());
     // A program that is nowhere to be found matters only to the first start (a `list` needs none).
-    if (program) config.program = *program;
-    else config.program_error = program.error().message;
+    if (program)
+      config.program = *program;
+    else
+      config.program_error = program.error().message;
     core->host = local::MakeProcessHost(config);
   }
   std::unique_ptr<SessionBackend> backend = std::make_unique<local::LocalBackend>(core);

@@ -40,22 +40,14 @@ class ProcessHost final : public RuntimeHost {
   Result<long> Start(const SessionPaths& paths, const SessionRecord& record) override {
     if (config_.program.empty()) return Fail(Errc::not_found, config_.program_error);
     EnsureWorkspace(paths, record);
-    std::vector<std::string> argv = {config_.program,
-                                     "serve",
-                                     "--socket",
-                                     paths.socket,
-                                     "--state-dir",
-                                     paths.dir,
-                                     "--status-file",
-                                     paths.status_file,
-                                     "--session-name",
-                                     record.name,
-                                     "--provider",
-                                     record.provider,
-                                     "--idle-exit",
-                                     std::to_string(config_.suspend_after.count()),
-                                     "--detach",
-                                     "--pid-file",
+    std::vector<std::string> argv = {config_.program,  "serve",
+                                     "--socket",       paths.socket,
+                                     "--state-dir",    paths.dir,
+                                     "--status-file",  paths.status_file,
+                                     "--session-name", record.name,
+                                     "--provider",     record.provider,
+                                     "--idle-exit",    std::to_string(config_.suspend_after.count()),
+                                     "--detach",       "--pid-file",
                                      paths.pid_file};
     if (config_.allow_shell) argv.push_back("--allow-shell");
     return StartDetached(argv, record.workdir, paths.log, paths.pid_file);

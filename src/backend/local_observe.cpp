@@ -35,8 +35,8 @@ void Derive(const Core& core, const SessionPaths& paths, const Result<RuntimeRec
   } else if (ended_cleanly && rt->exit == kExitIdle) {
     r.phase = SessionPhase::suspended;
     r.suspended = SuspendReason::idle;
-    r.message = "suspended after " + std::to_string(core.options.suspend_after.count()) +
-                "s idle at " + FormatTime(rt->exited) + "; the next WaitReady starts it again";
+    r.message = "suspended after " + std::to_string(core.options.suspend_after.count()) + "s idle at " +
+                FormatTime(rt->exited) + "; the next WaitReady starts it again";
   } else if (ended_cleanly) {
     r.phase = SessionPhase::pending;
     r.suspended = SuspendReason::none;
@@ -56,9 +56,10 @@ void Derive(const Core& core, const SessionPaths& paths, const Result<RuntimeRec
     std::string tail = LogTail(paths.log);
     r.phase = SessionPhase::failed;
     r.suspended = SuspendReason::none;
-    r.message = "its runtime" + (pid > 0 ? " (pid " + std::to_string(pid) + ")" : std::string()) +
-                " ended unexpectedly; the next WaitReady restarts it" +
-                (tail.empty() ? std::string(" (runtime.log is empty)") : "; the last lines of " + paths.log + ":\n" + tail);
+    r.message =
+        "its runtime" + (pid > 0 ? " (pid " + std::to_string(pid) + ")" : std::string()) +
+        " ended unexpectedly; the next WaitReady restarts it" +
+        (tail.empty() ? std::string(" (runtime.log is empty)") : "; the last lines of " + paths.log + ":\n" + tail);
   }
   if (rt && rt->last_activity > r.last_activity) r.last_activity = rt->last_activity;
 }

@@ -23,7 +23,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Errno(const std::string& what, int err) { return what + ": " + std::strerror(err); }
+std::string Errno(const std::string& what, int err) {
+  return what + ": " + std::strerror(err);
+}
 
 bool IsExecutableFile(const std::string& path) {
   struct stat st {};
@@ -47,8 +49,8 @@ void RotateLog(const std::string& log) {
 Result<std::string> FindRuntimeProgram(const std::string& configured) {
   if (!configured.empty()) {
     if (IsExecutableFile(configured)) return configured;
-    return Fail(Errc::invalid_argument, "LocalBackendOptions.runtime_program " + configured +
-                                            " is not an executable file");
+    return Fail(Errc::invalid_argument,
+                "LocalBackendOptions.runtime_program " + configured + " is not an executable file");
   }
   std::error_code ec;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
@@ -126,7 +128,8 @@ Result<long> StartDetached(const std::vector<std::string>& argv, const std::stri
                                   (tail.empty() ? std::string() : ": " + tail));
   }
   auto pid = ReadPidFile(pid_file);
-  if (!pid) return Fail(Errc::failed, args[0] + " detached but left no pid in " + pid_file + ": " + pid.error().message);
+  if (!pid)
+    return Fail(Errc::failed, args[0] + " detached but left no pid in " + pid_file + ": " + pid.error().message);
   return *pid;
 }
 

@@ -21,7 +21,9 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
-std::string Errno(const std::string& what, int err) { return what + ": " + std::strerror(err); }
+std::string Errno(const std::string& what, int err) {
+  return what + ": " + std::strerror(err);
+}
 
 std::string RandomSuffix() {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -49,7 +51,9 @@ void FsyncDir(const std::string& dir) {
   }
 }
 
-Json TimeJson(WallClock::time_point t) { return t == WallClock::time_point{} ? Json(nullptr) : Json(FormatTime(t)); }
+Json TimeJson(WallClock::time_point t) {
+  return t == WallClock::time_point{} ? Json(nullptr) : Json(FormatTime(t));
+}
 
 // A field that must be a string map; absent is empty.
 bool ReadMap(const Json& j, const char* key, std::map<std::string, std::string>& out, std::string& why) {
@@ -115,7 +119,9 @@ std::optional<SuspendReason> ReasonFrom(const std::string& s) {
 
 }  // namespace
 
-std::string SessionsDir(const std::string& root) { return root + "/sessions"; }
+std::string SessionsDir(const std::string& root) {
+  return root + "/sessions";
+}
 
 SessionPaths PathsFor(const std::string& root, const std::string& name) {
   SessionPaths p;
@@ -208,7 +214,8 @@ Result<std::string> ReadSmallFile(const std::string& path, std::size_t max_bytes
     out.append(buf, static_cast<std::size_t>(n));
     if (out.size() > max_bytes) {
       ::close(fd);
-      return Fail(Errc::io_error, path + " is larger than " + std::to_string(max_bytes) + " bytes: not a record of ours");
+      return Fail(Errc::io_error,
+                  path + " is larger than " + std::to_string(max_bytes) + " bytes: not a record of ours");
     }
   }
   ::close(fd);
@@ -224,7 +231,8 @@ Status WriteFileAtomic(const std::string& path, std::string_view content, bool d
   if (st && durable && ::fsync(fd) != 0) st = Fail(Errc::io_error, Errno("cannot fsync " + temp, errno));
   ::close(fd);
   if (st && ::rename(temp.c_str(), path.c_str()) != 0) {
-    st = Fail(errno == ENOENT ? Errc::not_found : Errc::io_error, Errno("cannot rename " + temp + " to " + path, errno));
+    st =
+        Fail(errno == ENOENT ? Errc::not_found : Errc::io_error, Errno("cannot rename " + temp + " to " + path, errno));
   }
   if (!st) {
     ::unlink(temp.c_str());
@@ -238,8 +246,8 @@ Result<SessionRecord> ReadSessionRecord(const std::string& path) {
   auto j = ReadJsonFile(path, "Session record");
   if (!j) return Fail(j.error());
   auto bad = [&](const std::string& why) {
-    return Fail(Errc::io_error, path + " is not a valid Session record: " + why +
-                                    " (fix or remove the file; nothing was changed)");
+    return Fail(Errc::io_error,
+                path + " is not a valid Session record: " + why + " (fix or remove the file; nothing was changed)");
   };
   if (!j->contains("version") || !(*j)["version"].is_number_integer()) return bad("\"version\" is missing");
   const int version = (*j)["version"].get<int>();
@@ -338,9 +346,13 @@ std::string LogTail(const std::string& path, std::size_t max_lines, std::size_t 
 
 // ---- SessionLock -----------------------------------------------------------------------------------
 
-SessionLock::~SessionLock() { Release(); }
+SessionLock::~SessionLock() {
+  Release();
+}
 
-SessionLock::SessionLock(SessionLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+SessionLock::SessionLock(SessionLock&& other) noexcept : fd_(other.fd_) {
+  other.fd_ = -1;
+}
 
 SessionLock& SessionLock::operator=(SessionLock&& other) noexcept {
   if (this != &other) {

@@ -49,8 +49,8 @@ struct SessionRecord {
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> annotations;
   std::map<std::string, std::string> parameters;  // the SessionSpec's, as given
-  std::string provider;                            // resolved: the spec's or the backend's
-  std::string workdir;                             // resolved, absolute
+  std::string provider;                           // resolved: the spec's or the backend's
+  std::string workdir;                            // resolved, absolute
   WallClock::time_point created{};
   WallClock::time_point last_activity{};
   SessionPhase phase = SessionPhase::pending;

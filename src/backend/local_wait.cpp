@@ -15,9 +15,13 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 
 // Unix connects that fail this way mean nothing listens there: the runtime is not (or no longer) up.
-bool NothingListens(const Error& e) { return e.code == Errc::connection_failed; }
+bool NothingListens(const Error& e) {
+  return e.code == Errc::connection_failed;
+}
 
-std::string Ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
+std::string Ms(std::chrono::milliseconds d) {
+  return std::to_string(d.count()) + " ms";
+}
 
 void TryLock(std::shared_ptr<Core> core, std::string name, SteadyClock::time_point until,
              std::shared_ptr<asio::steady_timer> timer, std::function<void(Result<SessionLock>)> then) {
@@ -32,7 +36,7 @@ void TryLock(std::shared_ptr<Core> core, std::string name, SteadyClock::time_poi
   if (lock->held()) return then(std::move(*lock));
   if (SteadyClock::now() >= until) {
     return then(Fail(Errc::unavailable, "Session " + name + " stayed locked by another operation or process for " +
-                                             Ms(kLockWait) + " (" + paths.lock_file + ")"));
+                                            Ms(kLockWait) + " (" + paths.lock_file + ")"));
   }
   timer->expires_after(kLockRetry);
   timer->async_wait([core = std::move(core), name = std::move(name), until, timer,
@@ -57,7 +61,8 @@ class WaitOp : public std::enable_shared_from_this<WaitOp> {
 
   void Step() {
     if (core_->closed.load()) return Finish(Fail(core_->Cancelled("WaitReady for Session " + name_)));
-    if (cancel_.IsCancelled()) return Finish(Fail(Errc::cancelled, "WaitReady for Session " + name_ + " was cancelled"));
+    if (cancel_.IsCancelled())
+      return Finish(Fail(Errc::cancelled, "WaitReady for Session " + name_ + " was cancelled"));
     if (SteadyClock::now() >= deadline_) return Finish(Fail(TimedOut()));
     WithSessionLock(core_, name_, [self = shared_from_this()](Result<SessionLock> lock) {
       if (!lock) {
@@ -70,8 +75,9 @@ class WaitOp : public std::enable_shared_from_this<WaitOp> {
 
  private:
   Error TimedOut() const {
-    if (!seen_) return Error(Errc::not_found, "there is no Session " + name_ + " in " + core_->options.state_dir +
-                                                  " (it did not appear before the deadline)");
+    if (!seen_)
+      return Error(Errc::not_found, "there is no Session " + name_ + " in " + core_->options.state_dir +
+                                        " (it did not appear before the deadline)");
     return Error(Errc::timeout, "Session " + name_ + " was not ready before the deadline" +
                                     (last_message_.empty() ? std::string() : ": " + last_message_));
   }
@@ -137,7 +143,8 @@ class WaitOp : public std::enable_shared_from_this<WaitOp> {
       std::string tail = LogTail(core_->Paths(name_).log);
       return Finish(Fail(Errc::timeout, "Session " + name_ + ": its runtime (pid " + std::to_string(pid) +
                                             ") did not start serving within " + Ms(core_->options.start_timeout) +
-                                            " and was killed" + (tail.empty() ? std::string() : "; runtime.log:\n" + tail)));
+                                            " and was killed" +
+                                            (tail.empty() ? std::string() : "; runtime.log:\n" + tail)));
     }
     Again(poll_);
     poll_ = std::min(poll_ * 2, kStartPollMax);
@@ -190,8 +197,9 @@ class SessionConnector final : public Connector, public std::enable_shared_from_
  private:
   void Attempt(ConnectHandler handler, bool rechecked) {
     if (core_->closed.load()) {
-      blocking::ReportNow(core_->context, std::move(handler),
-                          Result<std::shared_ptr<Connection>>(Fail(core_->Cancelled("connecting to Session " + name_))));
+      blocking::ReportNow(
+          core_->context, std::move(handler),
+          Result<std::shared_ptr<Connection>>(Fail(core_->Cancelled("connecting to Session " + name_))));
       return;
     }
     auto socket = SocketPath::For(core_->Paths(name_).socket);

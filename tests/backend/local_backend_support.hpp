@@ -45,7 +45,9 @@ inline std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
-inline void WriteFile(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+inline void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
 
 // Pids of the processes whose command line has an argument starting with `prefix`.
 inline std::vector<pid_t> ProcessesUnder(const std::string& prefix) {
@@ -160,7 +162,8 @@ struct Stages {
 };
 
 inline ReadyTarget Ready(SessionBackend& backend, const std::string& name, Stages* stages = nullptr) {
-  auto ready = backend.WaitReady(name, std::chrono::steady_clock::now() + kWait, stages ? stages->Callback() : ReadyProgress{});
+  auto ready =
+      backend.WaitReady(name, std::chrono::steady_clock::now() + kWait, stages ? stages->Callback() : ReadyProgress{});
   INFO((ready ? std::string() : ready.error().ToString()));
   REQUIRE(ready.has_value());
   return std::move(*ready);
@@ -191,7 +194,7 @@ inline const char* kSlowScript = R"json({"turns":[[{"type":"delta","text":"worki
 
 // The hidden test case the helper child runs (test_local_backend_processes.cpp), and its inputs.
 inline constexpr const char* kHelperTest = "local backend: helper process";
-inline constexpr const char* kHelperModeEnv = "ST_BACKEND_HELPER";      // "turn" or "race"
+inline constexpr const char* kHelperModeEnv = "ST_BACKEND_HELPER";       // "turn" or "race"
 inline constexpr const char* kHelperRootEnv = "ST_BACKEND_HELPER_ROOT";  // the state root
 inline constexpr const char* kHelperNameEnv = "ST_BACKEND_HELPER_NAME";  // the Session
 inline constexpr const char* kHelperProviderEnv = "ST_BACKEND_HELPER_PROVIDER";
@@ -243,7 +246,8 @@ struct HelperChild {
         buffered.erase(0, nl + 1);
         if (line.rfind(prefix, 0) == 0) return line.substr(prefix.size());
       }
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) return {};
       pollfd p{out, POLLIN, 0};
       if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return {};

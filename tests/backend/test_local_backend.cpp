@@ -22,7 +22,8 @@ bool IdleSuspended(SessionBackend& backend, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("local backend: create then turn then idle suspension then resume and the Session remembers", "[backend][local]") {
+TEST_CASE("local backend: create then turn then idle suspension then resume and the Session remembers",
+          "[backend][local]") {
   StateRoot root;
   Context ctx;
   auto o = Options(root);
@@ -135,7 +136,8 @@ TEST_CASE("local backend: owner suspension is refused by WaitReady until Resume"
   CHECK(Turn(ctx, Ready(*backend, "own").connector, "two").text == "echo #2: two");
 }
 
-TEST_CASE("local backend: list by selector with annotations and ownership and parameters and delete", "[backend][local]") {
+TEST_CASE("local backend: list by selector with annotations and ownership and parameters and delete",
+          "[backend][local]") {
   StateRoot root;
   Context ctx;
   auto o = Options(root);
@@ -179,7 +181,8 @@ TEST_CASE("local backend: list by selector with annotations and ownership and pa
   CHECK(unknown.error().code == Errc::invalid_argument);
   CHECK_THAT(unknown.error().message, Catch::Contains("image"));
   CHECK(backend->Ensure("d", SessionSpec{{}, {}, {{"provider", "nonsense"}}}).error().code == Errc::invalid_argument);
-  CHECK(backend->Ensure("d", SessionSpec{{}, {}, {{"workdir", "relative/dir"}}}).error().code == Errc::invalid_argument);
+  CHECK(backend->Ensure("d", SessionSpec{{}, {}, {{"workdir", "relative/dir"}}}).error().code ==
+        Errc::invalid_argument);
   CHECK(backend->Ensure("Bad_Name", {}).error().code == Errc::invalid_argument);
   CHECK_FALSE(std::filesystem::exists(root.Session("d")));
 

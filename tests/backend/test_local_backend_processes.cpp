@@ -112,9 +112,10 @@ TEST_CASE("local backend: the embedding process killed mid-turn leaves its runti
   CHECK(journal.find("\"turnId\":\"" + ref.turn_id + "\",\"status\":\"completed\"") != std::string::npos);
 }
 
-TEST_CASE("local backend: a killed runtime is Failed with its log and the next WaitReady restarts it with the turn "
-          "interrupted",
-          "[backend][local]") {
+TEST_CASE(
+    "local backend: a killed runtime is Failed with its log and the next WaitReady restarts it with the turn "
+    "interrupted",
+    "[backend][local]") {
   StateRoot root;
   Context ctx;
   const std::string script = root.path() + "/slow.json";

@@ -84,7 +84,7 @@ TEST_CASE("local runtime: Activity is busy while a turn runs and StopIfIdle wait
   CHECK((*rt)->Activity().idle_for >= 300ms);
   REQUIRE((*rt)->StopIfIdle(200ms));
   CHECK_FALSE(std::filesystem::exists(o.socket_path));  // stopped as Stop() does
-  CHECK((*rt)->StopIfIdle(200ms));                        // and stays stopped
+  CHECK((*rt)->StopIfIdle(200ms));                      // and stays stopped
 
   // The working directory is where commands run and what runtime.status says.
   testing::LocalRuntimeOptions c = o;
@@ -107,7 +107,8 @@ TEST_CASE("local runtime program: --idle-exit records the suspension and exits 0
   Serve serve({"--socket", root.path() + "/rt.sock", "--state-dir", root.path() + "/state", "--status-file", status,
                "--idle-exit", "1"},
               log);
-  REQUIRE(Eventually([&] { return ReadFile(status).find("\"pid\":" + std::to_string(serve.pid)) != std::string::npos; }));
+  REQUIRE(
+      Eventually([&] { return ReadFile(status).find("\"pid\":" + std::to_string(serve.pid)) != std::string::npos; }));
   CHECK(ReadFile(status).find("\"exit\":null") != std::string::npos);
   {
     Context ctx;
@@ -139,9 +140,10 @@ TEST_CASE("local runtime program: SIGTERM records a clean stop; bad flags are us
   CHECK(serve.Wait() == 0);
   CHECK(ReadFile(status).find("\"exit\":\"stopped\"") != std::string::npos);
 
-  for (const auto& bad : std::vector<std::vector<std::string>>{{"--socket", root.path() + "/x.sock", "--idle-exit", "soon"},
-                                                             {"--socket", root.path() + "/x.sock", "--idle-exit", "-1"},
-                                                             {"--socket", root.path() + "/x.sock", "--detach"}}) {
+  for (const auto& bad :
+       std::vector<std::vector<std::string>>{{"--socket", root.path() + "/x.sock", "--idle-exit", "soon"},
+                                             {"--socket", root.path() + "/x.sock", "--idle-exit", "-1"},
+                                             {"--socket", root.path() + "/x.sock", "--detach"}}) {
     Serve s(bad, root.path() + "/bad.log");
     CHECK(s.Wait() == 2);
   }
@@ -155,9 +157,9 @@ TEST_CASE("local runtime program: --detach leaves a runtime in its own session a
   std::filesystem::create_directories(root.path());
   const std::string pid_file = root.path() + "/runtime.pid";
   const std::string leak = root.path() + "/leaked";
-  Serve launcher({"--socket", root.path() + "/rt.sock", "--state-dir", root.path() + "/state", "--detach",
-                  "--pid-file", pid_file},
-                 root.path() + "/log", leak);
+  Serve launcher(
+      {"--socket", root.path() + "/rt.sock", "--state-dir", root.path() + "/state", "--detach", "--pid-file", pid_file},
+      root.path() + "/log", leak);
   CHECK(launcher.Wait() == 0);  // at once: the runtime goes on alone
   const pid_t pid = static_cast<pid_t>(std::stol(ReadFile(pid_file)));
   CHECK(pid != launcher.pid);
