@@ -92,8 +92,9 @@ void Transfer::Teardown() {
 Status Transfer::Setup(CURL* e, Multi& m, const std::string& user_agent) {
   multi = &m;
   easy = e;
-  const std::string& method = request.method;
-  if (!IsToken(method)) return Fail(Errc::invalid_argument, "HttpRequest: the method \"" + method + "\" is not valid");
+  if (!IsToken(request.method)) {
+    return Fail(Errc::invalid_argument, "HttpRequest: the method \"" + request.method + "\" is not valid");
+  }
   if (request.url.rfind("https://", 0) == 0) {
     https = true;
   } else if (request.url.rfind("http://", 0) != 0) {
@@ -103,25 +104,11 @@ Status Transfer::Setup(CURL* e, Multi& m, const std::string& user_agent) {
     // Every wait has a deadline: zero or negative is a mistake, not "forever".
     return Fail(Errc::invalid_argument, What() + ": the timeouts must be positive");
   }
-
-  std::string url = request.url;
-  const HttpTls& tls = request.tls;
-  if (!tls.server_name.empty()) {
-    // libcurl takes SNI and the verified name from the URL's host: the URL names server_name and
-    // CONNECT_TO sends the connection to the real host and port.
-    auto r = ReplaceHost(request.url, tls.server_name);
-    if (!r) return Fail(r.error().code, What() + ": " + r.error().message);
-    if (!IEquals(r->host, tls.server_name)) {
-      url = r->url;
-      connect_to = curl_slist_append(nullptr, (tls.server_name + ":" + r->port + ":" + r->host + ":" + r->port).c_str());
-      curl_easy_setopt(e, CURLOPT_CONNECT_TO, connect_to);
-    }
-  }
-  curl_easy_setopt(e, CURLOPT_URL, url.c_str());  // libcurl copies strings
+  if (auto url = SetupUrl(); !url) return url;
   curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, error_buffer);
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(e, CURLOPT_USERAGENT, user_agent.c_str());
+  curl_easy_setopt(e, CURLOPT_USERAGENT, user_agent.c_str());  // libcurl copies strings
   curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");  // whatever this libcurl decodes
   curl_easy_setopt(e, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
   curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
@@ -129,7 +116,41 @@ Status Transfer::Setup(CURL* e, Multi& m, const std::string& user_agent) {
   curl_easy_setopt(e, CURLOPT_TCP_KEEPINTVL, kKeepaliveIntervalSeconds);
   curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(request.timeout.count()));
   curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(request.connect_timeout.count()));
+  if (auto message = SetupMessage(); !message) return message;
+  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &Transfer::OnHeader);
+  curl_easy_setopt(e, CURLOPT_HEADERDATA, this);
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &Transfer::OnBody);
+  curl_easy_setopt(e, CURLOPT_WRITEDATA, this);
+  SetupTls();
+  if (!request.proxy.empty()) {
+    curl_easy_setopt(e, CURLOPT_PROXY, request.proxy.c_str());
+    curl_easy_setopt(e, CURLOPT_NOPROXY, "");  // an explicit proxy is used for every host
+  }
+  return {};
+}
 
+Status Transfer::SetupUrl() {
+  const std::string& server_name = request.tls.server_name;
+  if (server_name.empty()) {
+    curl_easy_setopt(easy, CURLOPT_URL, request.url.c_str());
+    return {};
+  }
+  // libcurl takes SNI and the verified name from the URL's host: the URL names server_name and
+  // CONNECT_TO sends the connection to the real host and port.
+  auto r = ReplaceHost(request.url, server_name);
+  if (!r) return Fail(r.error().code, What() + ": " + r.error().message);
+  if (IEquals(r->host, server_name)) {
+    curl_easy_setopt(easy, CURLOPT_URL, request.url.c_str());
+    return {};
+  }
+  connect_to = curl_slist_append(nullptr, (server_name + ":" + r->port + ":" + r->host + ":" + r->port).c_str());
+  curl_easy_setopt(easy, CURLOPT_CONNECT_TO, connect_to);
+  curl_easy_setopt(easy, CURLOPT_URL, r->url.c_str());
+  return {};
+}
+
+Status Transfer::SetupMessage() {
+  const std::string& method = request.method;
   const bool sends_body = !request.body.empty() || method == "POST" || method == "PUT" || method == "PATCH";
   bool has_content_type = false;
   for (const auto& [name, value] : request.headers) {
@@ -144,49 +165,42 @@ Status Transfer::Setup(CURL* e, Multi& m, const std::string& user_agent) {
     if (!has_content_type) header_list = curl_slist_append(header_list, "Content-Type:");
     header_list = curl_slist_append(header_list, "Expect:");
   }
-  if (header_list != nullptr) curl_easy_setopt(e, CURLOPT_HTTPHEADER, header_list);
-
+  if (header_list != nullptr) curl_easy_setopt(easy, CURLOPT_HTTPHEADER, header_list);
   if (method == "HEAD") {
-    curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+    curl_easy_setopt(easy, CURLOPT_NOBODY, 1L);
   } else if (method == "GET" && !sends_body) {
-    curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    curl_easy_setopt(easy, CURLOPT_HTTPGET, 1L);
   } else {
     if (sends_body) {
-      curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
-      curl_easy_setopt(e, CURLOPT_POSTFIELDS, request.body.data());  // owned by this Transfer
+      curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
+      curl_easy_setopt(easy, CURLOPT_POSTFIELDS, request.body.data());  // owned by this Transfer
     }
-    if (method != "POST") curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method.c_str());
+    if (method != "POST") curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, method.c_str());
   }
+  return {};
+}
 
-  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &Transfer::OnHeader);
-  curl_easy_setopt(e, CURLOPT_HEADERDATA, this);
-  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &Transfer::OnBody);
-  curl_easy_setopt(e, CURLOPT_WRITEDATA, this);
-
+void Transfer::SetupTls() {
+  const HttpTls& tls = request.tls;
+  // CURL_BLOB_COPY: libcurl keeps its own copies, these structs may go.
   curl_blob ca{const_cast<char*>(tls.ca_pem.data()), tls.ca_pem.size(), CURL_BLOB_COPY};
   curl_blob cert{const_cast<char*>(tls.client_cert_pem.data()), tls.client_cert_pem.size(), CURL_BLOB_COPY};
   curl_blob key{const_cast<char*>(tls.client_key_pem.data()), tls.client_key_pem.size(), CURL_BLOB_COPY};
   if (!tls.ca_pem.empty()) {
-    curl_easy_setopt(e, CURLOPT_CAINFO_BLOB, &ca);
+    curl_easy_setopt(easy, CURLOPT_CAINFO_BLOB, &ca);
     // Only these CAs: without this libcurl would also trust its default CA directory.
-    curl_easy_setopt(e, CURLOPT_CAPATH, static_cast<const char*>(nullptr));
+    curl_easy_setopt(easy, CURLOPT_CAPATH, static_cast<const char*>(nullptr));
   }
   if (!tls.client_cert_pem.empty()) {
-    curl_easy_setopt(e, CURLOPT_SSLCERT_BLOB, &cert);
-    curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM");
+    curl_easy_setopt(easy, CURLOPT_SSLCERT_BLOB, &cert);
+    curl_easy_setopt(easy, CURLOPT_SSLCERTTYPE, "PEM");
   }
   if (!tls.client_key_pem.empty()) {
-    curl_easy_setopt(e, CURLOPT_SSLKEY_BLOB, &key);
-    curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
+    curl_easy_setopt(easy, CURLOPT_SSLKEY_BLOB, &key);
+    curl_easy_setopt(easy, CURLOPT_SSLKEYTYPE, "PEM");
   }
-  curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, tls.insecure_skip_verify ? 0L : 1L);
-  curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, tls.insecure_skip_verify ? 0L : 2L);
-
-  if (!request.proxy.empty()) {
-    curl_easy_setopt(e, CURLOPT_PROXY, request.proxy.c_str());
-    curl_easy_setopt(e, CURLOPT_NOPROXY, "");  // an explicit proxy is used for every host
-  }
-  return {};
+  curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, tls.insecure_skip_verify ? 0L : 1L);
+  curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, tls.insecure_skip_verify ? 0L : 2L);
 }
 
 size_t Transfer::OnHeader(char* data, size_t size, size_t n, void* user) {

@@ -35,6 +35,11 @@ struct Transfer {
   // Errc::cancelled, saying who cancelled.
   Error CancelledError() const;
 
+  // Parts of Setup (easy is set).
+  Status SetupUrl();
+  Status SetupMessage();  // headers, method and body
+  void SetupTls();
+
   static size_t OnHeader(char* data, size_t size, size_t n, void* user);
   static size_t OnBody(char* data, size_t size, size_t n, void* user);
 
