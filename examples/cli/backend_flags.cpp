@@ -105,7 +105,15 @@ st::ReadyTarget WaitForBackendSession(st::SessionBackend& backend, const Args& a
   status->Stop();
   SetSignalHandler({});
   std::lock_guard<std::mutex> lock(state->mu);
-  if (!*state->outcome) throw ExitWith{SessionExitCode(state->outcome->error()), state->outcome->error().ToString()};
+  if (!*state->outcome) {
+    const st::Error& error = state->outcome->error();
+    std::string message = error.ToString();
+    // The backend names its option; the CLI's is a flag.
+    if (error.code == st::Errc::not_found && message.find("sessionturn-local-runtime was not found") != std::string::npos) {
+      message += " (sessionturn: --runtime PROGRAM)";
+    }
+    throw ExitWith{SessionExitCode(error), message};
+  }
   return std::move(**state->outcome);
 }
 
