@@ -139,11 +139,12 @@ class SessionConnector : public Connector, public std::enable_shared_from_this<S
       pending_request_.clear();
     }
     acks_->Begin();
-    // What the PATCH needs is held by value: the connector may be gone before it reports, and the
-    // client stays alive until then.
+    // The handler holds no reference to the client: a call's handler holding its own client would
+    // keep the two alive for good if the Context stopped first. The connector's destructor gives the
+    // PATCH its time (kAcknowledgeGrace); a client destroyed before it reported cancels it.
     std::weak_ptr<SessionConnector> weak = shared_from_this();
     SessionClient(*client_, ns_).AsyncAcknowledgeResume(
-        name_, request, [weak, client = client_, acks = acks_, &context = context_, who = ns_ + "/" + name_, request](Status st) {
+        name_, request, [weak, acks = acks_, &context = context_, who = ns_ + "/" + name_, request](Status st) {
           if (!st) {
             context.Log(LogLevel::warning, "acknowledging the resume of Session " + who + " failed: " + st.error().ToString());
             if (auto self = weak.lock()) {

@@ -158,6 +158,8 @@ class WaitReadyOp : public std::enable_shared_from_this<WaitReadyOp> {
     deadline_timer_.cancel();
     poll_timer_.cancel();
     watch_.Stop();
+    // The watch holds our handlers and we hold the watch: let go of it, or the two keep each other.
+    watch_ = KubeWatch();
     auto handler = std::move(handler_);
     handler(std::move(outcome));
   }
