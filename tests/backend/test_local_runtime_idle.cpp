@@ -130,7 +130,7 @@ TEST_CASE("local runtime program: --idle-exit records the suspension and exits 0
   CHECK_FALSE(std::filesystem::exists(root.path() + "/rt.sock"));
 }
 
-TEST_CASE("local runtime program: SIGTERM records a clean stop; bad flags are usage errors", "[backend][idle]") {
+TEST_CASE("local runtime program: SIGTERM records a clean stop, and bad flags are usage errors", "[backend][idle]") {
   StateRoot root;
   std::filesystem::create_directories(root.path());
   const std::string status = root.path() + "/runtime.json";

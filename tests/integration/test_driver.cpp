@@ -347,7 +347,7 @@ TEST_CASE("driver: cancelling abandons the turn with Errc::cancelled", "[driver]
   REQUIRE(f.runtime->WaitForRequest([](const ClientRequest& q) { return q.type == "interrupt"; }, kWait));
 }
 
-TEST_CASE("driver: an unreachable runtime is connection_failed; a blocking call on a worker would_block", "[driver]") {
+TEST_CASE("driver: an unreachable runtime is connection_failed, and a blocking call on a worker would_block", "[driver]") {
   Context ctx;
   TempDir dir;
   Driver d(ctx, MakeUnixConnector(ctx, dir.path + "/nobody.sock"));

@@ -458,7 +458,7 @@ TEST_CASE("local runtime: two clients racing on one queued turn share it", "[run
   CHECK(OfType(r.rt->JournalEvents(), event_type::kTurnStarted).size() == 1);
 }
 
-TEST_CASE("local runtime: ! commands run only with allow_shell; /goal is unsupported", "[runtime]") {
+TEST_CASE("local runtime: ! commands run only with allow_shell, and /goal is unsupported", "[runtime]") {
   SECTION("disabled: a failed tool event, the turn fails") {
     Rt r(Opts());
     TestClient c = r.Subscribed();

@@ -320,7 +320,7 @@ TEST_CASE("wire: an unknown or missing type is rejected without subscribing", "[
   CHECK(r.rt->ConnectionCount() == 2);
 }
 
-TEST_CASE("wire: a line that does not decode closes the connection; blank lines are skipped", "[runtime][wire]") {
+TEST_CASE("wire: a line that does not decode closes the connection, and blank lines are skipped", "[runtime][wire]") {
   Rt r(Provider("echo"));
   auto closes = [&](const std::string& line) {
     TestClient c = r.Client();

@@ -142,7 +142,7 @@ TEST_CASE("credentials: a credential near expiry is handed out while it is refre
   CHECK(Runs(dir) <= 3);
 }
 
-TEST_CASE("credentials: failures reach the waiting callers; invalidation does no I/O", "[kube][credentials]") {
+TEST_CASE("credentials: failures reach the waiting callers, and invalidation does no I/O", "[kube][credentials]") {
   TempDir dir;
   std::string p = dir.File("bin/plugin.sh", "#!/bin/sh\necho 'error: login required' >&2\nexit 3\n");
   ::chmod(p.c_str(), 0755);
