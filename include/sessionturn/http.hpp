@@ -10,7 +10,6 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -206,9 +205,11 @@ class RetryBudget {
   const RetryPolicy& policy() const noexcept { return policy_; }
 
  private:
+  double NextUnit();  // uniform in [0, 1)
+
   RetryPolicy policy_;
   std::chrono::steady_clock::time_point deadline_;
-  std::mt19937_64 random_;
+  std::uint64_t random_state_;  // splitmix64: a budget is made per call, so seeding must be cheap
   int attempts_ = 1;
 };
 

@@ -176,6 +176,7 @@ void Multi::CloseNow(bool report) {
     if (report) {
       Report(t, Fail(t->CancelledError()));
     } else {
+      t->handlers = HttpStreamHandlers{};  // their captures may hold what holds us
       t->finished.store(true, std::memory_order_release);
     }
   }
@@ -263,18 +264,40 @@ void Multi::Report(const std::shared_ptr<Transfer>& t, Result<HttpResponse> outc
   });
 }
 
+// libcurl moves its timeout on nearly every call, and re-arming an Asio timer is a timerfd_settime
+// (and an aborted wait) each time: the largest cost per request before this. So "now" is a post
+// instead of a timer, and an armed timer is only moved earlier, never later: waking before libcurl's
+// timeout is harmless (it does nothing and tells us the new one), waking after it would be late.
 int Multi::OnTimer(CURLM*, long timeout_ms, void* userp) noexcept {
   auto* self = static_cast<Multi*>(userp);
   try {
     if (timeout_ms < 0) {
-      self->timer_.cancel();
+      if (self->timer_armed_) {
+        self->timer_armed_ = false;
+        self->timer_.cancel();
+      }
       return 0;
     }
     auto keep = self->weak_from_this().lock();
     if (!keep) return 0;  // being destroyed
-    self->timer_.expires_after(std::chrono::milliseconds(timeout_ms));
+    if (timeout_ms == 0) {
+      if (!self->kick_posted_) {
+        self->kick_posted_ = true;
+        asio::post(self->strand_, [keep] {
+          keep->kick_posted_ = false;
+          if (!keep->closed_) keep->SocketAction(CURL_SOCKET_TIMEOUT, 0);
+        });
+      }
+      return 0;
+    }
+    const auto when = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    if (self->timer_armed_ && self->timer_expiry_ <= when) return 0;
+    self->timer_armed_ = true;
+    self->timer_expiry_ = when;
+    self->timer_.expires_at(when);
     self->timer_.async_wait([keep](const asio::error_code& ec) {
-      if (ec || keep->closed_) return;  // replaced by a newer timeout, or closed
+      if (ec || keep->closed_) return;  // moved (a newer wait replaced this one), or closed
+      keep->timer_armed_ = false;
       keep->SocketAction(CURL_SOCKET_TIMEOUT, 0);
     });
   } catch (const std::exception& e) {

@@ -100,6 +100,9 @@ class Multi : public std::enable_shared_from_this<Multi> {
   std::string user_agent_;
   Strand strand_;
   asio::steady_timer timer_;
+  bool timer_armed_ = false;  // strand only, as the two below
+  std::chrono::steady_clock::time_point timer_expiry_;
+  bool kick_posted_ = false;  // a "timeout now" is posted and has not run yet
   std::shared_ptr<Tally> tally_ = std::make_shared<Tally>();
   std::atomic<std::uint64_t> connections_opened_{0};
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
 
 #include "sessionturn/http.hpp"
 
@@ -57,13 +58,37 @@ std::optional<std::chrono::milliseconds> ParseRetryAfter(std::string_view value,
   return std::min(wait, std::chrono::milliseconds(kMaxRetryAfterSeconds * 1000));
 }
 
+namespace {
+
+// Seeds for budgets made without one: a per-thread sequence seeded once from std::random_device
+// (which costs a system call or a file read: too much for every call of an API client).
+std::uint64_t FreshSeed() {
+  thread_local std::uint64_t next = [] {
+    std::random_device device;
+    return (static_cast<std::uint64_t>(device()) << 32) ^ device();
+  }();
+  next += 0x9E3779B97F4A7C15ULL;
+  return next;
+}
+
+}  // namespace
+
 RetryBudget::RetryBudget(RetryPolicy policy, std::chrono::steady_clock::time_point deadline, std::uint64_t seed)
-    : policy_(policy), deadline_(deadline), random_(seed != 0 ? seed : std::random_device{}()) {
+    : policy_(policy), deadline_(deadline), random_state_(seed != 0 ? seed : FreshSeed()) {
   policy_.max_attempts = std::max(1, policy_.max_attempts);
   policy_.initial_backoff = std::max(std::chrono::milliseconds(0), policy_.initial_backoff);
   policy_.max_backoff = std::max(policy_.initial_backoff, policy_.max_backoff);
   if (!(policy_.jitter >= 0.0)) policy_.jitter = 0.0;  // NaN too
   policy_.jitter = std::min(policy_.jitter, 1.0);
+}
+
+double RetryBudget::NextUnit() {
+  // splitmix64 (Steele, Lea, Flood 2014): statistically fine for spreading retries, and tiny.
+  std::uint64_t z = (random_state_ += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-53;
 }
 
 std::chrono::milliseconds RetryBudget::Backoff(int failures) {
@@ -72,8 +97,8 @@ std::chrono::milliseconds RetryBudget::Backoff(int failures) {
   const double base = std::min(static_cast<double>(policy_.initial_backoff.count()) * std::ldexp(1.0, doublings),
                                static_cast<double>(policy_.max_backoff.count()));
   if (policy_.jitter <= 0.0 || base <= 0.0) return std::chrono::milliseconds(static_cast<long long>(base));
-  std::uniform_real_distribution<double> spread(base * (1.0 - policy_.jitter), base);
-  return std::chrono::milliseconds(static_cast<long long>(std::llround(spread(random_))));
+  const double low = base * (1.0 - policy_.jitter);
+  return std::chrono::milliseconds(std::llround(low + (base - low) * NextUnit()));
 }
 
 std::optional<std::chrono::milliseconds> RetryBudget::NextDelay(std::optional<std::chrono::milliseconds> retry_after,
