@@ -1,6 +1,6 @@
 // Kubernetes access: where the cluster is and who we are (KubeConfig: kubeconfig files, in-cluster
-// service account, exec credential plugins) and a small blocking REST client over libcurl (KubeClient:
-// JSON verbs, retries, Status errors, watch with resume). Session objects live in sessions.hpp.
+// service account, exec credential plugins) and a REST client on HttpClient (KubeClient: async and
+// blocking JSON verbs, retries, Status errors, watch with resume). Session objects live in sessions.hpp.
 #pragma once
 
 #include <chrono>
