@@ -1,9 +1,14 @@
 // HttpClient against a local HTTP(S) server (tests/fakes/http_server.py): bodies of every kind,
 // keep-alive reuse counted by the server, timeouts naming their phase, TLS verification, streams and
 // their cancellation, many concurrent exchanges on one Context thread, and the client's lifetime.
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <cstdio>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -532,4 +537,46 @@ TEST_CASE("http client: on a stopped Context nothing starts", "[http][client][li
   auto r = client.Request(Get("http://127.0.0.1:1/"));
   REQUIRE_FALSE(r);
   CHECK(r.error().code == Errc::unavailable);
+}
+
+TEST_CASE("http client: a host name through libcurl's resolver", "[http][client][dns]") {
+  // libcurl resolves names other than localhost on a thread and has us watch its wakeup socket (a
+  // socket it made itself, not through our open-socket callback). The machine's own name is the one
+  // name that resolves without reaching beyond loopback, when /etc/hosts maps it there.
+  char name[256] = {0};
+  REQUIRE(::gethostname(name, sizeof name - 1) == 0);
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  bool loopback = false;
+  if (::getaddrinfo(name, nullptr, &hints, &found) == 0) {
+    loopback = true;
+    for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+      auto* in = reinterpret_cast<sockaddr_in*>(a->ai_addr);
+      if ((ntohl(in->sin_addr.s_addr) >> 24) != 127) loopback = false;
+    }
+    ::freeaddrinfo(found);
+  }
+  if (!loopback) {
+    std::puts("SESSIONTURN_TEST_SKIPPED: this machine's host name does not resolve to loopback only");
+    return;
+  }
+  TestServer server;
+  const std::string port = server.Http("").substr(std::string("http://127.0.0.1:").size());
+  Context ctx;
+  for (int i = 0; i < 5; ++i) {  // a client each: each has its own DNS cache, so each resolves
+    HttpClient client(ctx);
+    std::vector<std::promise<Result<HttpResponse>>> done(4);
+    for (auto& d : done) {
+      client.AsyncRequest(Get("http://" + std::string(name) + ":" + port + "/hello"),
+                          [&d](Result<HttpResponse> r) { d.set_value(std::move(r)); });
+    }
+    for (auto& d : done) {
+      auto f = d.get_future();
+      auto r = Await(f);
+      REQUIRE(r);
+      CHECK(r->body == "hello");
+    }
+  }
 }
