@@ -12,21 +12,29 @@ struct HttpClient::Impl {
   std::shared_ptr<http::Multi> multi;
 };
 
+// Weak on both sides: the client holds a transfer while it runs, and a handle kept by an object
+// that the transfer's own handlers hold (a watch) must not keep the two alive in a cycle.
 struct HttpCall::Impl {
   std::weak_ptr<http::Multi> multi;
-  std::shared_ptr<http::Transfer> transfer;
+  std::weak_ptr<http::Transfer> transfer;
 };
 
 void HttpCall::Cancel() {
   if (!impl_) return;
+  auto transfer = impl_->transfer.lock();
+  if (!transfer) return;  // reported and released
   if (auto multi = impl_->multi.lock()) {
-    multi->Cancel(impl_->transfer);
+    multi->Cancel(transfer);
   } else {
-    impl_->transfer->SetCancel(http::Transfer::Cancel::by_caller);
+    transfer->SetCancel(http::Transfer::Cancel::by_caller);
   }
 }
 
-bool HttpCall::Active() const { return impl_ && !impl_->transfer->finished.load(std::memory_order_acquire); }
+bool HttpCall::Active() const {
+  if (!impl_) return false;
+  auto transfer = impl_->transfer.lock();
+  return transfer && !transfer->finished.load(std::memory_order_acquire);
+}
 
 std::string HttpResponse::Header(std::string_view name) const {
   for (const auto& [n, v] : headers) {
