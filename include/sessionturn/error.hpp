@@ -3,6 +3,7 @@
 // failure it is and whose message says what failed and why, in words a user can act on.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <string_view>
 
@@ -39,6 +40,8 @@ struct Error {
   Errc code = Errc::internal;
   std::string message;
   int http_status = 0;  // the HTTP status where there was one, else 0
+  // When the peer said when to try again (HTTP 429/503 Retry-After, a chat platform's rate limit); 0: it did not.
+  std::chrono::milliseconds retry_after{0};
 
   Error() = default;
   Error(Errc c, std::string msg, int http = 0) : code(c), message(std::move(msg)), http_status(http) {}
