@@ -9,6 +9,8 @@
 
 #include <asio.hpp>
 
+#include "context_gate.hpp"
+
 namespace sessionturn {
 
 std::string_view ToString(LogLevel level) noexcept {
@@ -42,8 +44,11 @@ struct Context::Impl {
   bool stopped = false;               // joined (under stop_mu)
   std::atomic<bool> joined{false};
   std::atomic<bool> stopping{false};  // Stop() was called
+  std::shared_ptr<detail::ContextGate> gate;
 
-  explicit Impl(ContextOptions o) : options(std::move(o)), io(options.threads < 1 ? 1 : options.threads) {}
+  explicit Impl(ContextOptions o)
+      : options(std::move(o)), io(options.threads < 1 ? 1 : options.threads),
+        gate(std::make_shared<detail::ContextGate>(io)) {}
 };
 
 Context::Context(ContextOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
@@ -97,6 +102,7 @@ void Context::Stop() {
   std::lock_guard<std::mutex> lock(impl_->stop_mu);
   if (impl_->stopped) return;
   impl_->stopping.store(true);
+  impl_->gate->Close();
   impl_->guard.reset();
   impl_->io.stop();
   if (InWorkerThread()) return;  // cannot join ourselves; the owner's Stop()/destructor will
@@ -106,6 +112,24 @@ void Context::Stop() {
   impl_->stopped = true;
   impl_->joined.store(true);
 }
+
+namespace detail {
+
+bool ContextGate::Post(std::function<void()> fn) {
+  std::lock_guard lock(mu_);
+  if (io_ == nullptr) return false;
+  asio::post(*io_, std::move(fn));
+  return true;
+}
+
+void ContextGate::Close() {
+  std::lock_guard lock(mu_);
+  io_ = nullptr;
+}
+
+std::shared_ptr<ContextGate> GateOf(Context& context) { return context.impl_->gate; }
+
+}  // namespace detail
 
 bool Context::Stopped() const noexcept { return impl_->stopping.load(); }
 

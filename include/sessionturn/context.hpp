@@ -14,6 +14,12 @@ class io_context;
 
 namespace sessionturn {
 
+class Context;
+namespace detail {
+class ContextGate;
+std::shared_ptr<ContextGate> GateOf(Context& context);
+}  // namespace detail
+
 enum class LogLevel { debug = 0, info = 1, warning = 2, error = 3 };
 std::string_view ToString(LogLevel level) noexcept;
 
@@ -63,6 +69,7 @@ class Context {
   bool Joined() const noexcept;
 
  private:
+  friend std::shared_ptr<detail::ContextGate> detail::GateOf(Context& context);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -170,13 +170,8 @@ void KubeConfig::Impl::StartRefresh(const std::shared_ptr<const Impl>& self, std
       }
       // A background refresh (no waiters) that failed leaves the cached credential in place: it is
       // still usable for a while, and the next lookup near expiry tries again and reports the error.
-      for (auto& w : waiters) {
-        if (w.context->Stopped()) {
-          w.handler(token);  // nothing runs posted work any more
-        } else {
-          asio::post(w.context->io(), [h = std::move(w.handler), token] { h(token); });
-        }
-      }
+      // A waiter whose Context stopped is dropped unanswered, as its loop drops pending handlers.
+      for (auto& w : waiters) w.gate->Post([h = std::move(w.handler), token] { h(token); });
     });
   }
   // The previous refresher has finished its work (refreshing was false); join it off the lock.
@@ -331,7 +326,7 @@ void KubeConfig::AsyncBearerToken(Context& context, std::function<void(Result<st
     asio::post(context.io(), [h = std::move(handler), t = std::move(*cached.token)]() mutable { h(std::move(t)); });
     return;
   }
-  Impl::StartRefresh(impl_, Impl::Waiter{&context, std::move(handler)});
+  Impl::StartRefresh(impl_, Impl::Waiter{detail::GateOf(context), std::move(handler)});
 }
 
 bool KubeConfig::InvalidateToken() const {

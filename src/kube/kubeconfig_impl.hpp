@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "context_gate.hpp"
 #include "kube/websocket_tls.hpp"
 #include "sessionturn/context.hpp"
 #include "sessionturn/kube.hpp"
@@ -77,7 +78,8 @@ struct KubeConfig::Impl {
   // when a refresh is needed and gone when it is done (a refresh is rare: a token file every
   // kTokenFileRecheck at most, a plugin once per credential lifetime). Under mu.
   struct Waiter {
-    Context* context;
+    // The waiter's Context may stop, or be destroyed, while the refresher runs a plugin.
+    std::shared_ptr<detail::ContextGate> gate;
     std::function<void(Result<std::string>)> handler;
   };
   mutable std::vector<Waiter> waiters;

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -54,22 +55,42 @@ KubeConfig Load(const std::string& path) {
 
 int Runs(TempDir& dir) { return std::atoi(Slurp(dir.path() + "/bin/runs").c_str()); }
 
-// Collects AsyncBearerToken results and the thread kind each ran on.
-struct Collector {
-  std::mutex mu;
-  std::vector<Result<std::string>> results;
-  std::vector<bool> on_worker;
-  std::promise<void> all;
-  std::size_t expected;
-  explicit Collector(std::size_t n) : expected(n) {}
+// Collects AsyncBearerToken results and the thread kind each ran on. The handlers share the state,
+// so a handler still unlocking after the last result cannot outlive it.
+class Collector {
+ public:
+  explicit Collector(std::size_t n) : s_(std::make_shared<State>()) { s_->expected = n; }
   std::function<void(Result<std::string>)> Handler(Context& context) {
-    return [this, &context](Result<std::string> r) {
-      std::lock_guard lock(mu);
-      results.push_back(std::move(r));
-      on_worker.push_back(context.InWorkerThread());
-      if (results.size() == expected) all.set_value();
+    return [s = s_, &context](Result<std::string> r) {
+      std::lock_guard lock(s->mu);
+      s->results.push_back(std::move(r));
+      s->on_worker.push_back(context.InWorkerThread());
+      s->cv.notify_all();
     };
   }
+  // Waits for the expected number of results.
+  bool Wait(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(s_->mu);
+    return s_->cv.wait_for(lock, timeout, [&] { return s_->results.size() >= s_->expected; });
+  }
+  std::vector<Result<std::string>> Results() {
+    std::lock_guard lock(s_->mu);
+    return s_->results;
+  }
+  std::vector<bool> OnWorker() {
+    std::lock_guard lock(s_->mu);
+    return s_->on_worker;
+  }
+
+ private:
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<Result<std::string>> results;
+    std::vector<bool> on_worker;
+    std::size_t expected = 0;
+  };
+  std::shared_ptr<State> s_;
 };
 
 }  // namespace
@@ -87,21 +108,21 @@ TEST_CASE("credentials: concurrent callers share one plugin run and the worker k
   context.Post([&ran] { ran.set_value(); });
   REQUIRE(ran.get_future().wait_for(10s) == std::future_status::ready);
   dir.File("bin/go", "");
-  auto all = got.all.get_future();
-  REQUIRE(all.wait_for(10s) == std::future_status::ready);
-  std::lock_guard lock(got.mu);
-  for (std::size_t i = 0; i < got.results.size(); ++i) {
-    REQUIRE(got.results[i]);
-    CHECK(*got.results[i] == "tok-1");
-    CHECK(got.on_worker[i]);  // handlers run on the Context
+  REQUIRE(got.Wait(10s));
+  auto results = got.Results();
+  auto on_worker = got.OnWorker();
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    REQUIRE(results[i]);
+    CHECK(*results[i] == "tok-1");
+    CHECK(on_worker[i]);  // handlers run on the Context
   }
   CHECK(Runs(dir) == 1);
 
   // Cached now: answered at once, no run.
   Collector again(1);
   cfg.AsyncBearerToken(context, again.Handler(context));
-  REQUIRE(again.all.get_future().wait_for(2s) == std::future_status::ready);
-  CHECK(*again.results[0] == "tok-1");
+  REQUIRE(again.Wait(2s));
+  CHECK(*again.Results()[0] == "tok-1");
   CHECK(Runs(dir) == 1);
 }
 
@@ -116,17 +137,17 @@ TEST_CASE("credentials: a credential near expiry is handed out while it is refre
   Context context;
   Collector got(1);
   cfg.AsyncBearerToken(context, got.Handler(context));
-  REQUIRE(got.all.get_future().wait_for(5s) == std::future_status::ready);
-  CHECK(*got.results[0] == "tok-1");  // still good: handed out at once
+  REQUIRE(got.Wait(5s));
+  CHECK(*got.Results()[0] == "tok-1");  // still good: handed out at once
   // ... and the background refresh runs the plugin again: its token is handed out once it is in.
   std::string latest;
   auto until = std::chrono::steady_clock::now() + 10s;
   while (latest != "tok-2" && std::chrono::steady_clock::now() < until) {
     Collector after(1);
     cfg.AsyncBearerToken(context, after.Handler(context));
-    REQUIRE(after.all.get_future().wait_for(5s) == std::future_status::ready);
-    REQUIRE(after.results[0]);
-    latest = *after.results[0];
+    REQUIRE(after.Wait(5s));
+    REQUIRE(after.Results()[0]);
+    latest = *after.Results()[0];
     if (latest != "tok-2") std::this_thread::sleep_for(20ms);
   }
   CHECK(latest == "tok-2");
@@ -135,7 +156,7 @@ TEST_CASE("credentials: a credential near expiry is handed out while it is refre
   for (int i = 0; i < 20; ++i) {
     Collector more(1);
     cfg.AsyncBearerToken(context, more.Handler(context));
-    REQUIRE(more.all.get_future().wait_for(5s) == std::future_status::ready);
+    REQUIRE(more.Wait(5s));
   }
   std::this_thread::sleep_for(300ms);
   CHECK(Runs(dir) >= 2);
@@ -156,8 +177,8 @@ TEST_CASE("credentials: failures reach the waiting callers, and invalidation doe
   Context context;
   Collector got(3);
   for (int i = 0; i < 3; ++i) cfg.AsyncBearerToken(context, got.Handler(context));
-  REQUIRE(got.all.get_future().wait_for(10s) == std::future_status::ready);
-  for (auto& r : got.results) {
+  REQUIRE(got.Wait(10s));
+  for (auto& r : got.Results()) {
     REQUIRE_FALSE(r);
     CHECK_THAT(r.error().message, Catch::Contains("exited with code 3") && Catch::Contains("login required"));
   }
@@ -176,22 +197,22 @@ TEST_CASE("credentials: a token file is re-read after invalidation, and static t
   Context context;
   Collector first(1);
   cfg.AsyncBearerToken(context, first.Handler(context));
-  REQUIRE(first.all.get_future().wait_for(5s) == std::future_status::ready);
-  CHECK(*first.results[0] == "file-tok-1");
+  REQUIRE(first.Wait(5s));
+  CHECK(*first.Results()[0] == "file-tok-1");
   std::this_thread::sleep_for(20ms);
   dir.File("token", "file-tok-2-rotated\n");
   // Within the re-check interval the cached token is handed out; a 401 makes us look again.
   CHECK(cfg.InvalidateToken());
   Collector second(1);
   cfg.AsyncBearerToken(context, second.Handler(context));
-  REQUIRE(second.all.get_future().wait_for(5s) == std::future_status::ready);
-  CHECK(*second.results[0] == "file-tok-2-rotated");
+  REQUIRE(second.Wait(5s));
+  CHECK(*second.Results()[0] == "file-tok-2-rotated");
 
   KubeConfig fixed = KubeConfig::FromParts("https://127.0.0.1:1", {}, "static-tok");
   Collector third(1);
   fixed.AsyncBearerToken(context, third.Handler(context));
-  REQUIRE(third.all.get_future().wait_for(5s) == std::future_status::ready);
-  CHECK(*third.results[0] == "static-tok");
+  REQUIRE(third.Wait(5s));
+  CHECK(*third.Results()[0] == "static-tok");
   CHECK_FALSE(fixed.InvalidateToken());  // nothing else to try
 }
 
@@ -203,4 +224,26 @@ TEST_CASE("credentials: a stopped Context gets its answer on the calling thread"
   fixed.AsyncBearerToken(context, [&](Result<std::string> r) { got = std::move(r); });
   REQUIRE(got);
   CHECK(**got == "static-tok");
+}
+
+TEST_CASE("credentials: a caller whose Context is gone while the plugin runs is dropped, never called",
+          "[kube][credentials]") {
+  TempDir dir;
+  KubeConfig cfg = Load(SlowPluginConfig(dir, "go", "+1 hour"));
+  auto called = std::make_shared<std::atomic<int>>(0);
+  {
+    Context context;
+    cfg.AsyncBearerToken(context, [called](Result<std::string>) { called->fetch_add(1); });
+    // The plugin waits for bin/go: the Context ends with the refresh in flight.
+  }
+  dir.File("bin/go", "");
+  // The refresh finishes and finds nobody to answer; a later caller gets the cached token.
+  Context other;
+  Collector got(1);
+  cfg.AsyncBearerToken(other, got.Handler(other));
+  REQUIRE(got.Wait(10s));
+  REQUIRE(got.Results()[0]);
+  CHECK(*got.Results()[0] == "tok-1");
+  CHECK(called->load() == 0);
+  CHECK(Runs(dir) == 1);
 }
