@@ -1,5 +1,7 @@
 #include "sessionturn/session_driver.hpp"
 
+#include "kube/background_writes.hpp"
+
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -88,15 +90,20 @@ namespace {
 // history.end when the wait found one to acknowledge.
 class SessionConnector : public Connector, public std::enable_shared_from_this<SessionConnector> {
  public:
+  // `writes`: the owner's tally, which the owner waits for; null: the connector's own, waited for by
+  // its destructor.
   SessionConnector(Context& context, KubeConfig kube, std::shared_ptr<KubeClient> client, std::string ns,
-                   std::string name, SessionDriverOptions options, std::string initial_request)
+                   std::string name, SessionDriverOptions options, std::string initial_request,
+                   std::shared_ptr<kube::BackgroundWrites> writes)
       : context_(context),
         kube_(std::move(kube)),
         client_(std::move(client)),
         ns_(std::move(ns)),
         name_(std::move(name)),
         options_(std::move(options)),
-        pending_request_(std::move(initial_request)) {}
+        pending_request_(std::move(initial_request)),
+        owns_writes_(writes == nullptr),
+        acks_(writes ? std::move(writes) : std::make_shared<kube::BackgroundWrites>()) {}
 
   void AsyncConnect(ConnectHandler handler) override {
     auto self = shared_from_this();
@@ -141,7 +148,7 @@ class SessionConnector : public Connector, public std::enable_shared_from_this<S
     acks_->Begin();
     // The handler holds no reference to the client: a call's handler holding its own client would
     // keep the two alive for good if the Context stopped first. The connector's destructor gives the
-    // PATCH its time (kAcknowledgeGrace); a client destroyed before it reported cancels it.
+    // PATCH its time (kBackgroundWriteGrace); a client destroyed before it reported cancels it.
     std::weak_ptr<SessionConnector> weak = shared_from_this();
     SessionClient(*client_, ns_).AsyncAcknowledgeResume(
         name_, request, [weak, acks = acks_, &context = context_, who = ns_ + "/" + name_, request](Status st) {
@@ -160,33 +167,13 @@ class SessionConnector : public Connector, public std::enable_shared_from_this<S
   ~SessionConnector() override {
     // A short-lived caller (a CLI turn) destroys its driver right after the turn: give an
     // acknowledgement in flight the time to land, as the Driver gives a withdrawal its grace. Not on
-    // a worker (it would block the loop the PATCH needs), not on a stopped Context (nothing runs).
-    if (context_.InWorkerThread() || context_.Stopped()) return;
-    acks_->WaitIdle(kAcknowledgeGrace);
+    // a worker (it would block the loop the PATCH needs), not on a stopped Context (nothing runs);
+    // a backend's connector leaves it to the backend, whose destruction is on the caller's thread.
+    if (!owns_writes_ || context_.InWorkerThread() || context_.Stopped()) return;
+    acks_->WaitIdle(kube::kBackgroundWriteGrace);
   }
 
  private:
-  // Acknowledgements in flight, shared with their handlers.
-  struct Acks {
-    std::mutex mu;
-    std::condition_variable idle;
-    int pending = 0;
-    void Begin() {
-      std::lock_guard lock(mu);
-      ++pending;
-    }
-    void End() {
-      std::lock_guard lock(mu);
-      if (--pending == 0) idle.notify_all();
-    }
-    void WaitIdle(std::chrono::milliseconds bound) {
-      std::unique_lock lock(mu);
-      idle.wait_for(lock, bound, [this] { return pending == 0; });
-    }
-  };
-  // One PATCH (a read and a write, retried by the client) normally takes milliseconds.
-  static constexpr std::chrono::milliseconds kAcknowledgeGrace{5000};
-
   Context& context_;
   KubeConfig kube_;
   std::shared_ptr<KubeClient> client_;
@@ -197,7 +184,8 @@ class SessionConnector : public Connector, public std::enable_shared_from_this<S
   std::string pod_;
   std::shared_ptr<Connector> exec_;
   std::string pending_request_;
-  std::shared_ptr<Acks> acks_ = std::make_shared<Acks>();
+  const bool owns_writes_;
+  const std::shared_ptr<kube::BackgroundWrites> acks_;  // acknowledgements in flight
 };
 
 }  // namespace
@@ -208,7 +196,18 @@ std::shared_ptr<Connector> MakeSessionConnector(Context& context, const KubeConf
                                                 const SessionDriverOptions& options) {
   return std::make_shared<SessionConnector>(context, kube, std::move(client),
                                             namespace_name.empty() ? kube.Namespace() : namespace_name, name, options,
-                                            resume_request);
+                                            resume_request, nullptr);
+}
+
+std::shared_ptr<Connector> kube::MakeOwnedSessionConnector(Context& context, const KubeConfig& kube,
+                                                           std::shared_ptr<KubeClient> client,
+                                                           const std::string& namespace_name, const std::string& name,
+                                                           const std::string& resume_request,
+                                                           const SessionDriverOptions& options,
+                                                           std::shared_ptr<BackgroundWrites> writes) {
+  return std::make_shared<SessionConnector>(context, kube, std::move(client),
+                                            namespace_name.empty() ? kube.Namespace() : namespace_name, name, options,
+                                            resume_request, std::move(writes));
 }
 
 std::shared_ptr<Connector> MakeSessionConnector(Context& context, const KubeConfig& kube,

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 
+#include "kube_flags.hpp"
 #include "output.hpp"
 #include "signals.hpp"
 #include "terminal.hpp"
@@ -25,20 +26,21 @@ struct WaitState {
   std::string last_printed;
 };
 
+// "Session default/chat" on a cluster, "Session chat" on this machine.
+std::string Who(const Args& args, const std::string& name) {
+  if (args.local) return "Session " + name;
+  return "Session " + (args.namespace_name.empty() ? LoadKube(args).Namespace() : args.namespace_name) + "/" + name;
+}
+
 // The line for a stage of the wait; empty when there is nothing to say (ready).
-std::string StageText(const st::SessionInfo& info, std::string_view stage) {
-  const std::string who = "Session " + info.name;
+std::string StageText(const std::string& who, const st::SessionInfo& info, std::string_view stage) {
   if (stage == "resuming") return "resuming " + who + " (suspended by its idle policy)\u2026";
   if (stage == "starting") return "starting " + who + "\u2026";
   if (stage == "pending") return "waiting for " + who + " (phase " + std::string(st::ToString(info.phase)) + ")\u2026";
   return "";
 }
 
-}  // namespace
-
-bool UsesBackend(const Args& args) { return args.local; }
-
-std::unique_ptr<st::SessionBackend> MakeBackend(st::Context& context, const Args& args) {
+std::unique_ptr<st::SessionBackend> MakeLocal(st::Context& context, const Args& args) {
   st::LocalBackendOptions options;
   options.state_dir = args.state_dir.empty() ? st::DefaultStateDir() : args.state_dir;
   options.runtime_program = args.runtime_program;
@@ -51,11 +53,26 @@ std::unique_ptr<st::SessionBackend> MakeBackend(st::Context& context, const Args
   return std::move(*backend);
 }
 
+std::unique_ptr<st::SessionBackend> MakeCluster(st::Context& context, const Args& args) {
+  st::KubeConfig kube = LoadKube(args);
+  st::KubernetesBackendOptions options;
+  options.namespace_name = kube.Namespace();
+  auto backend = st::MakeKubernetesBackend(context, std::move(kube), std::move(options));
+  if (!backend) throw ExitWith{kExitUsage, backend.error().ToString()};
+  return std::move(*backend);
+}
+
+}  // namespace
+
+std::unique_ptr<st::SessionBackend> MakeBackend(st::Context& context, const Args& args) {
+  return args.local ? MakeLocal(context, args) : MakeCluster(context, args);
+}
+
 st::SessionInfo GetSession(st::SessionBackend& backend, const Args& args, const std::string& name) {
   auto info = backend.Get(name);
   if (info) return std::move(*info);
   std::string message = info.error().ToString();
-  if (info.error().code == st::Errc::not_found) {
+  if (info.error().code == st::Errc::not_found && args.local) {
     message += "; `sessionturn sessions create " + name + " --local" +
                (args.state_dir.empty() ? "" : " --state-dir " + args.state_dir) + "` creates it";
   }
@@ -65,15 +82,16 @@ st::SessionInfo GetSession(st::SessionBackend& backend, const Args& args, const 
 st::ReadyTarget WaitForBackendSession(st::SessionBackend& backend, const Args& args, const std::string& name) {
   const bool stderr_tty = isatty(STDERR_FILENO) == 1;
   auto status = std::make_shared<StatusLine>(stderr_tty);
-  status->Set("waiting for Session " + name + "\u2026");
+  status->Set("waiting for " + Who(args, name) + "\u2026");
   auto state = std::make_shared<WaitState>();
   auto cancel = std::make_shared<st::CancellationSource>();
   SetSignalHandler([cancel] { cancel->Cancel(); });
 
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(static_cast<std::int64_t>(args.wait_timeout_seconds * 1000));
-  auto progress = [state, status, stderr_tty](const st::SessionInfo& info, std::string_view stage) {
-    const std::string text = StageText(info, stage);
+  auto progress = [state, status, stderr_tty, who = Who(args, name)](const st::SessionInfo& info,
+                                                                     std::string_view stage) {
+    const std::string text = StageText(who, info, stage);
     if (text.empty()) return;
     if (stderr_tty) {
       status->Set(text);
@@ -112,6 +130,9 @@ st::ReadyTarget WaitForBackendSession(st::SessionBackend& backend, const Args& a
     if (error.code == st::Errc::not_found && message.find("sessionturn-local-runtime was not found") != std::string::npos) {
       message += " (sessionturn: --runtime PROGRAM)";
     }
+    // On a cluster a missing Session is awaited (a controller may be creating it): one that did not
+    // appear in time is a wait that timed out.
+    if (error.code == st::Errc::not_found && !args.local) throw ExitWith{kExitTimeout, message};
     throw ExitWith{SessionExitCode(error), message};
   }
   return std::move(**state->outcome);

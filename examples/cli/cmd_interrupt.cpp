@@ -3,13 +3,10 @@
 
 #include <sessionturn/context.hpp>
 #include <sessionturn/driver.hpp>
-#include <sessionturn/kube.hpp>
-#include <sessionturn/sessions.hpp>
 
 #include "backend_flags.hpp"
 #include "commands.hpp"
 #include "connect.hpp"
-#include "kube_flags.hpp"
 #include "options.hpp"
 #include "output.hpp"
 
@@ -23,8 +20,9 @@ CLI::App* AddInterrupt(CLI::App& app, Args& args) {
 }
 
 int RunInterrupt(const Args& args) {
-  if (!args.session.empty() && UsesBackend(args)) {
-    // As below: a Session whose runtime stopped (idle) runs no turn. Its own Context: the one below
+  if (!args.session.empty()) {
+    // An idle-suspended Session runs no turn: waking it (a Pod scheduled, a workspace mounted, a
+    // runtime started) only to interrupt nothing would be waste. Its own Context: the one below
     // would outlive this backend.
     st::Context context;
     auto backend = MakeBackend(context, args);
@@ -32,17 +30,6 @@ int RunInterrupt(const Args& args) {
     if (info.phase == st::SessionPhase::suspended && info.suspended == st::SuspendReason::idle) {
       std::fprintf(stderr, "sessionturn: Session %s is suspended by its idle policy: no turn is running\n",
                    args.session.c_str());
-      return kExitCompleted;
-    }
-  } else if (!args.session.empty()) {
-    // An idle-suspended Session runs no turn: waking it (a Pod scheduled, a workspace mounted) only to
-    // interrupt nothing would be waste.
-    const st::KubeConfig kube = LoadKube(args);
-    st::KubeClient client(kube);
-    st::SessionClient sessions(client, kube.Namespace());
-    if (auto s = sessions.Get(args.session); s && s->IsIdleSuspended()) {
-      std::fprintf(stderr, "sessionturn: Session %s/%s is suspended by its idle policy: no turn is running\n",
-                   kube.Namespace().c_str(), args.session.c_str());
       return kExitCompleted;
     }
   }

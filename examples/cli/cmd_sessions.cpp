@@ -1,6 +1,6 @@
 // `sessionturn sessions list|get|create|suspend|resume|delete`: the Sessions of a backend. This file
-// is the command and its backend form (SessionBackend: --local today); kube_sessions.cpp is the
-// cluster's until KubernetesBackend lands (backend_flags.hpp).
+// is the command and its SessionBackend form (--local); on a cluster kube_sessions.cpp shows the
+// objects themselves (backend_flags.hpp says why).
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
@@ -260,7 +260,7 @@ void CheckSessions(Args& args) {
 }
 
 int RunSessions(const Args& args) {
-  if (!UsesBackend(args)) return RunKubeSessions(args);
+  if (!args.local) return RunKubeSessions(args);
   st::Context context;
   auto backend = MakeBackend(context, args);
   if (args.sessions_action == "list") return List(args, *backend);

@@ -6,7 +6,6 @@
 
 #include "backend_flags.hpp"
 #include "commands.hpp"
-#include "kube_flags.hpp"
 #include "options.hpp"
 
 namespace sessionturn_cli {
@@ -31,17 +30,13 @@ void CheckWait(Args& args) {
 }
 
 int RunWait(const Args& args) {
-  if (UsesBackend(args)) {
-    st::Context context;
-    auto backend = MakeBackend(context, args);
-    GetSession(*backend, args, args.name);  // WaitReady would wait for a missing Session to appear
-    const st::ReadyTarget ready = WaitForBackendSession(*backend, args, args.name);
-    auto socket = ready.info.details.find("socket");
-    std::fprintf(stdout, "%s\n", socket == ready.info.details.end() ? ready.info.name.c_str() : socket->second.c_str());
-    return kExitCompleted;
-  }
-  WaitedSession waited = WaitForKubeSession(args, args.name);
-  std::fprintf(stdout, "%s\n", waited.ready.pod_name.c_str());
+  st::Context context;
+  auto backend = MakeBackend(context, args);
+  // A local Session that is missing fails now; on a cluster a controller may be creating it.
+  if (args.local) GetSession(*backend, args, args.name);
+  const st::ReadyTarget ready = WaitForBackendSession(*backend, args, args.name);
+  auto where = ready.info.details.find(args.local ? "socket" : "pod");
+  std::fprintf(stdout, "%s\n", where == ready.info.details.end() ? ready.info.name.c_str() : where->second.c_str());
   return kExitCompleted;
 }
 

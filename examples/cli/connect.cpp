@@ -1,10 +1,7 @@
 // Connections from the flags (connect.hpp).
 #include "connect.hpp"
 
-#include <sessionturn/session_driver.hpp>
-
 #include "backend_flags.hpp"
-#include "kube_flags.hpp"
 
 namespace sessionturn_cli {
 
@@ -12,15 +9,13 @@ Connection Connect(st::Context& context, const Args& args) {
   Connection out;
   if (!args.exec.empty()) {
     out.connector = st::MakeProcessConnector(context, args.exec);
-  } else if (!args.session.empty() && UsesBackend(args)) {
-    out.backend = MakeBackend(context, args);
-    // A Session that is not there fails now: WaitReady would wait for it to appear until its deadline.
-    GetSession(*out.backend, args, args.session);
-    out.connector = WaitForBackendSession(*out.backend, args, args.session).connector;
   } else if (!args.session.empty()) {
-    WaitedSession waited = WaitForKubeSession(args, args.session);
-    // Acknowledges an idle resume after the first history.end (PROTOCOL.md §5).
-    out.connector = st::MakeSessionConnector(context, waited.kube, waited.namespace_name, args.session, waited.ready);
+    out.backend = MakeBackend(context, args);
+    // A local Session that is not there fails now (WaitReady would wait for it to appear until its
+    // deadline); on a cluster a controller may be creating it, so the wait is the answer.
+    if (args.local) GetSession(*out.backend, args, args.session);
+    // The connector acknowledges an idle resume after its first history.end (PROTOCOL.md §5).
+    out.connector = WaitForBackendSession(*out.backend, args, args.session).connector;
   } else {
     out.connector = st::MakeUnixConnector(context, args.socket);
   }

@@ -200,7 +200,8 @@ struct KubernetesBackendOptions {
 };
 
 // Sessions of a cluster over SessionClient, with one KubeClient (one connection pool) for all of
-// them. Errc::invalid_argument for unusable options (both or an unreadable template file, naming it).
+// them. Destroying it off a Context worker waits (up to 5 s) for the resume acknowledgements its
+// connectors have in flight, so a program that exits after one turn leaves no resume unacknowledged. Errc::invalid_argument for unusable options (both or an unreadable template file, naming it).
 Result<std::unique_ptr<SessionBackend>> MakeKubernetesBackend(Context& context, KubeConfig kube,
                                                               KubernetesBackendOptions options);
 

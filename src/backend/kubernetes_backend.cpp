@@ -11,6 +11,7 @@
 #endif
 
 #include "blocking.hpp"
+#include "kube/background_writes.hpp"
 #include "sessionturn/backend.hpp"
 
 namespace sessionturn {
@@ -131,6 +132,8 @@ struct BackendState : std::enable_shared_from_this<BackendState> {
   const json tmpl;
   const std::shared_ptr<KubeClient> client;  // one connection pool for every Session
   const std::string namespace_name;
+  // The resume acknowledgements its connectors have in flight: ~KubernetesBackend gives them their time.
+  const std::shared_ptr<kube::BackgroundWrites> writes = std::make_shared<kube::BackgroundWrites>();
   std::mutex mu;
   std::string spawner_uid;  // learnt from the spawner on first need; under mu
 
@@ -243,8 +246,9 @@ struct BackendState : std::enable_shared_from_this<BackendState> {
                                 target.info = ToInfo(ready->session);
                                 target.resumed = *resuming;
                                 target.connector =
-                                    MakeSessionConnector(self->context, self->kube, self->client, self->namespace_name,
-                                                         name, ready->resume_request, self->options.session);
+                                    kube::MakeOwnedSessionConnector(self->context, self->kube, self->client,
+                                                                    self->namespace_name, name, ready->resume_request,
+                                                                    self->options.session, self->writes);
                                 handler(std::move(target));
                               });
   }
@@ -253,6 +257,11 @@ struct BackendState : std::enable_shared_from_this<BackendState> {
 class KubernetesBackend final : public SessionBackend {
  public:
   explicit KubernetesBackend(std::shared_ptr<BackendState> state) : s_(std::move(state)) {}
+  ~KubernetesBackend() override {
+    // A program that exits right after its turn (the CLI) destroys the backend on its own thread;
+    // the connectors may go later, on a worker, where they must not wait.
+    if (!s_->context.InWorkerThread() && !s_->context.Stopped()) s_->writes->WaitIdle(kube::kBackgroundWriteGrace);
+  }
 
   Context& GetContext() const noexcept override { return s_->context; }
 
