@@ -131,10 +131,11 @@ class ChatAdapter {
   virtual void AsyncPost(const ThreadRef& where, OutboundMessage message, ChatHandler<std::string> handler) = 0;
   virtual void AsyncEdit(const ThreadRef& where, const std::string& message_id, OutboundMessage message,
                          ChatStatusHandler handler) = 0;
-  // Shows "typing..." where the platform has it. Default: nothing, ok.
+  // Shows "typing..." where the platform has it. Default: nothing; the handler gets ok before the
+  // call returns (the default has no Context to post to).
   virtual void AsyncTyping(const ThreadRef& where, ChatStatusHandler handler);
   // Up to `max_messages` of the thread's messages before `before_message_id`, oldest first.
-  // Default: Errc::unavailable (the adapter cannot fetch history).
+  // Default: Errc::unavailable (the adapter cannot fetch history), before the call returns.
   virtual void AsyncFetchThread(const ThreadRef& where, const std::string& before_message_id,
                                 std::size_t max_messages, ChatHandler<std::vector<ThreadHistoryMessage>> handler);
 };
@@ -160,13 +161,15 @@ struct RouteConfig {
 struct PromptEnvelope {
   std::string platform;                         // "slack"
   std::string author_name;                      // flattened to one line, bounded to 80 characters
-  std::string author_id;
+  std::string author_id;                        // flattened likewise, bounded to 64
   std::string text;                             // the message
   std::vector<std::string> attachments_text;
   std::vector<ThreadHistoryMessage> thread_context;  // earlier messages, first turn of a thread only
 };
 // "[slack message from Ada (U123)]\n..." : always starts with the fixed literal, so the runtime never
 // reads it as a command (`!`, `/goal`); author names lose control, zero-width and bidi characters.
+// Then the thread context (a fenced block, at most 8 KB, oldest dropped first), the message, and
+// each attachment labelled and fenced; at most 64 KB in all. docs/routing-rules.md has the exact form.
 std::string FormatPrompt(const PromptEnvelope& envelope);
 
 }  // namespace sessionturn
