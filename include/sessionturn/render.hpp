@@ -30,32 +30,48 @@ std::string_view ToString(LengthUnit unit) noexcept;  // "bytes", "code_points",
 // The length of UTF-8 text in `unit`. Invalid UTF-8 counts each bad byte as one unit.
 std::size_t MeasureLength(std::string_view utf8, LengthUnit unit) noexcept;
 
+// The smallest max_length (and soft_length, when set) RenderReply takes: room for the longest
+// label "(i/N)" a reply can need and a few characters.
+inline constexpr std::size_t kMinPartLength = 32;
+
 struct RenderOptions {
   MarkupDialect dialect = MarkupDialect::plain;
-  // The length each part must fit, in `unit`, markup and the "(i/N)" label included. > 0.
+  // The length each part must fit, in `unit`, markup and the "(i/N)" label included.
+  // At least kMinPartLength.
   std::size_t max_length = 4096;
   LengthUnit unit = LengthUnit::utf16;
   // Prefer parts no longer than this (Slack: ~3,900 characters for readability); 0: max_length.
+  // A part runs past it, up to max_length, only to reach a boundary (a space at least) rather than
+  // cut a word; one above max_length counts as max_length.
   std::size_t soft_length = 0;
-  // Label parts "(i/N)" when there is more than one.
+  // Label parts when there is more than one: each part's last line is "(i/N)".
   bool label_parts = true;
 };
 
 // One rendered part of a reply.
 struct RenderedPart {
-  std::string text;  // in the dialect, within max_length
-  bool plain_fallback = false;  // the Markdown could not be rendered in the dialect: sent as plain text
+  std::string text;  // in the dialect, valid on its own (balanced tags), within max_length
+  // Some of this part's blocks could not be written in the dialect within max_length (a code
+  // fence's or a link's markup left no room for text) and show as text without formatting,
+  // escaped for the dialect all the same: the part is sent like any other.
+  bool plain_fallback = false;
 };
 
-// Renders `markdown` and splits it at block, then line, then word boundaries (never inside an entity,
-// an escape or a UTF-8 sequence; a code block cut in two is closed and reopened). Never drops text:
-// what cannot be rendered is sent as plain text (plain_fallback). An empty reply renders as one empty
-// part. Errc::invalid_argument for unusable options (max_length too small to hold a label and a
-// character), naming the option.
+// Renders `markdown` (GitHub-flavoured: tables, strikethrough, autolinks, task lists) in the
+// dialect and splits it into parts that fit max_length: at block, then line, then word boundaries,
+// and only a word longer than a part between characters; never inside an entity, a tag, a link's
+// markup, a UTF-8 sequence or (where there is room) an emoji sequence. A code block cut in two is
+// closed at the end of one part and reopened, with its language, at the start of the next; so is
+// inline formatting. Raw HTML shows as text. Bytes that are not UTF-8 are replaced by U+FFFD first,
+// so the parts are always valid UTF-8. Never drops text: what cannot be written in the dialect
+// within the limit is written without markup (plain_fallback). An empty reply renders as one empty
+// part. Errc::invalid_argument for unusable options (an unknown dialect or unit, max_length or
+// soft_length below kMinPartLength), naming the option. docs/rendering.md has the details.
 Result<std::vector<RenderedPart>> RenderReply(std::string_view markdown, const RenderOptions& options);
 
 // `text` quoted so that Markdown shows it literally (for names, tool input and questions the router
-// puts into its own Markdown notes).
+// puts into its own Markdown notes): ASCII punctuation backslash-escaped, a line's leading space or
+// tab written as a character reference (so it neither vanishes nor starts a code block).
 std::string EscapeMarkdown(std::string_view text);
 
 }  // namespace sessionturn

@@ -1,0 +1,157 @@
+#include "sessionturn/render.hpp"
+
+#include <algorithm>
+
+#include "event_encode.hpp"
+#include "routing/render_doc.hpp"
+#include "routing/render_split.hpp"
+#include "routing/render_text.hpp"
+#include "routing/render_tokens.hpp"
+
+namespace sessionturn {
+namespace {
+
+std::size_t Digits(std::size_t n) {
+  std::size_t d = 1;
+  while (n >= 10) {
+    n /= 10;
+    ++d;
+  }
+  return d;
+}
+
+// "\n(i/N)" with i and N of `digits` digits at most.
+std::size_t LabelReserve(std::size_t digits) {
+  return digits == 0 ? 0 : 4 + 2 * digits;
+}
+
+std::string Label(std::size_t i, std::size_t n) {
+  return "\n(" + std::to_string(i) + "/" + std::to_string(n) + ")";
+}
+
+// CommonMark lets a backslash escape exactly these.
+bool IsAsciiPunctuation(char c) {
+  return (c >= '!' && c <= '/') || (c >= ':' && c <= '@') || (c >= '[' && c <= '`') || (c >= '{' && c <= '~');
+}
+
+bool KnownDialect(MarkupDialect d) {
+  return d == MarkupDialect::plain || d == MarkupDialect::telegram_html || d == MarkupDialect::slack_mrkdwn;
+}
+
+bool KnownUnit(LengthUnit u) {
+  return u == LengthUnit::bytes || u == LengthUnit::code_points || u == LengthUnit::utf16;
+}
+
+Status CheckOptions(const RenderOptions& o) {
+  if (!KnownDialect(o.dialect))
+    return Fail(Errc::invalid_argument,
+                "RenderOptions.dialect " + std::to_string(static_cast<int>(o.dialect)) + " is not a MarkupDialect");
+  if (!KnownUnit(o.unit))
+    return Fail(Errc::invalid_argument,
+                "RenderOptions.unit " + std::to_string(static_cast<int>(o.unit)) + " is not a LengthUnit");
+  if (o.max_length < kMinPartLength)
+    return Fail(Errc::invalid_argument, "RenderOptions.max_length " + std::to_string(o.max_length) +
+                                            " is too small: a part needs at least " + std::to_string(kMinPartLength) +
+                                            " units for its label \"(i/N)\" and some text");
+  if (o.soft_length != 0 && o.soft_length < kMinPartLength)
+    return Fail(Errc::invalid_argument, "RenderOptions.soft_length " + std::to_string(o.soft_length) +
+                                            " is too small: 0 (none) or at least " + std::to_string(kMinPartLength));
+  return {};
+}
+
+}  // namespace
+
+std::string_view ToString(MarkupDialect dialect) noexcept {
+  switch (dialect) {
+    case MarkupDialect::plain: return "plain";
+    case MarkupDialect::telegram_html: return "telegram_html";
+    case MarkupDialect::slack_mrkdwn: return "slack_mrkdwn";
+  }
+  return "unknown";
+}
+
+std::string_view ToString(LengthUnit unit) noexcept {
+  switch (unit) {
+    case LengthUnit::bytes: return "bytes";
+    case LengthUnit::code_points: return "code_points";
+    case LengthUnit::utf16: return "utf16";
+  }
+  return "unknown";
+}
+
+std::size_t MeasureLength(std::string_view utf8, LengthUnit unit) noexcept {
+  if (unit == LengthUnit::bytes) return utf8.size();
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < utf8.size();) {
+    char32_t cp = 0;
+    const std::size_t len = detail::GoRuneLen(utf8, i, &cp);
+    if (len == 0) {  // a bad byte is one unit
+      ++n;
+      ++i;
+      continue;
+    }
+    n += (unit == LengthUnit::utf16 && cp > 0xFFFF) ? 2 : 1;
+    i += len;
+  }
+  return n;
+}
+
+Result<std::vector<RenderedPart>> RenderReply(std::string_view markdown, const RenderOptions& options) {
+  if (auto ok = CheckOptions(options); !ok) return Fail(ok.error());
+  const render::Doc doc = render::ParseMarkdown(render::SanitizeUtf8(markdown));
+
+  render::SplitOptions split;
+  split.max_length = options.max_length;
+  split.soft_length = std::min(options.soft_length ? options.soft_length : options.max_length, options.max_length);
+  split.unit = options.unit;
+  split.entities = options.dialect != MarkupDialect::plain;
+
+  // N is known only once the reply is split, and the label's room changes N: split without a
+  // label first (a reply that fits one part has none), then with room for as many digits as N has
+  // until N fits that room.
+  std::size_t digits = 0;
+  std::vector<render::SplitPart> parts;
+  for (;;) {
+    split.reserve = LabelReserve(digits);
+    const auto tokens = render::RenderTokens(doc, options.dialect, {split.max_length, split.unit, split.reserve});
+    auto result = render::Split(tokens, split);
+    if (!result) return Fail(result.error());
+    parts = std::move(*result);
+    if (!options.label_parts || parts.size() <= 1 || Digits(parts.size()) <= digits) break;
+    digits = std::max(digits + 1, Digits(parts.size()));
+  }
+
+  std::vector<RenderedPart> out;
+  const bool label = options.label_parts && parts.size() > 1;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    RenderedPart part;
+    part.text = std::move(parts[i].text);
+    if (label) part.text += Label(i + 1, parts.size());
+    part.plain_fallback = parts[i].fallback;
+    out.push_back(std::move(part));
+  }
+  if (out.empty()) out.emplace_back();
+  return out;
+}
+
+std::string EscapeMarkdown(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() * 2);
+  bool line_start = true;
+  for (char c : text) {
+    if (line_start && (c == ' ' || c == '\t')) {
+      // Markdown strips a line's leading whitespace, or (four spaces) makes it code: the first as a
+      // character reference keeps it, and the rest, as text.
+      out += c == ' ' ? "&#32;" : "&#9;";
+    } else if (IsAsciiPunctuation(c)) {
+      out += '\\';
+      out += c;
+    } else {
+      out += c;
+    }
+    line_start = c == '\n';
+  }
+  return out;
+}
+
+}  // namespace sessionturn

@@ -1,0 +1,62 @@
+// Internal to reply rendering: a reply's Markdown, parsed by cmark-gfm, as the few things a chat
+// message can show: text blocks (paragraphs, headings, raw HTML shown as text, rules) of styled
+// runs, code blocks and tables, each with the quote and list it sits in. The dialects render this
+// (render_tokens), not the cmark tree, so every dialect sees the same structure.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sessionturn::render {
+
+// Run::style bits.
+inline constexpr unsigned kBold = 1;
+inline constexpr unsigned kItalic = 2;
+inline constexpr unsigned kStrike = 4;
+inline constexpr unsigned kCode = 8;  // a code span
+
+// A piece of inline content in one style.
+struct Run {
+  enum class Kind { text, soft_break, hard_break };
+  Kind kind = Kind::text;
+  std::string text;
+  unsigned style = 0;  // kBold | kItalic | ...
+  int link = -1;       // index into Doc::links, -1: not in a link (an image is a link to the image)
+};
+
+struct Table {
+  std::vector<char> align;                     // per column: 'l', 'c', 'r' or 0 (none)
+  std::vector<std::vector<std::string>> rows;  // cells as text; the first row is the header
+};
+
+struct Block {
+  enum class Kind { text, code, table };
+  Kind kind = Kind::text;
+  int quote_depth = 0;     // block quotes around it
+  std::size_t indent = 0;  // the column its list item's content starts at (0: not in a list)
+  std::string
+      marker;  // the list item's marker ("• ", "2. ", "☑ ") on its first line, when it is the item's first block
+  int list_id = 0;        // the outermost list it is in (0: none), to tell a tight list's blocks apart from the next
+  bool tight = false;     // in a tight list: one newline from the block before it in the same list, not a blank line
+  std::vector<Run> runs;  // text
+  std::string language;   // code: the info string's first word
+  std::string code;       // code: the literal, without its final newline
+  Table table;            // table
+};
+
+struct Doc {
+  std::vector<Block> blocks;
+  std::vector<std::string> links;  // link (and image) destinations
+};
+
+// Parses GitHub-flavoured Markdown (tables, strikethrough, autolinks, task lists). `markdown` must
+// be valid UTF-8 (SanitizeUtf8). Raw HTML becomes text; nothing is dropped but empty blocks.
+Doc ParseMarkdown(std::string_view markdown);
+
+// How a link reads without markup: "text (url)", or the text alone when it already shows the URL
+// (autolinks, e-mail addresses).
+std::string PlainLink(std::string_view text, std::string_view url);
+
+}  // namespace sessionturn::render
