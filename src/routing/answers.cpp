@@ -14,6 +14,12 @@ namespace sessionturn::routing {
 namespace {
 
 constexpr std::string_view kButtonPrefix = "q:";
+// A question's header and option labels are short by nature (Claude's AskUserQuestion: a chip of a
+// few words, a label of 1 to 5 words) and shown on one line each; these bounds only stop a runaway
+// one from filling the message. The question itself is shown whole: it is what must be answered.
+constexpr std::size_t kMaxHeaderChars = 200;
+constexpr std::size_t kMaxLabelChars = 200;
+constexpr std::size_t kMaxDescriptionChars = 500;
 
 std::string Lower(std::string_view s) {
   std::string out(s);
@@ -102,14 +108,14 @@ std::string Hint(const InputQuestion& q, const ChatCapabilities& caps) {
 
 std::string Ask(const InputQuestion& q, std::size_t index, std::size_t count, const ChatCapabilities& caps) {
   std::string title = count > 1 ? "Question " + std::to_string(index + 1) + " of " + std::to_string(count) : "";
-  if (!q.header.empty()) title += (title.empty() ? "" : ": ") + EscapeMarkdown(FlattenLine(q.header, 200));
+  if (!q.header.empty()) title += (title.empty() ? "" : ": ") + EscapeMarkdown(FlattenLine(q.header, kMaxHeaderChars));
   if (title.empty()) title = "The agent asks";
   std::string out = "**" + title + "**\n\n";
   if (!q.question.empty()) out += EscapeMarkdown(CleanText(q.question)) + "\n\n";
   for (std::size_t i = 0; i < q.options.size(); ++i) {
     const InputOption& option = q.options[i];
-    out += std::to_string(i + 1) + ". **" + EscapeMarkdown(FlattenLine(option.label, 200)) + "**";
-    if (const std::string description = FlattenLine(option.description, 500); !description.empty()) {
+    out += std::to_string(i + 1) + ". **" + EscapeMarkdown(FlattenLine(option.label, kMaxLabelChars)) + "**";
+    if (const std::string description = FlattenLine(option.description, kMaxDescriptionChars); !description.empty()) {
       out += ": " + EscapeMarkdown(description);
     }
     out += "\n";

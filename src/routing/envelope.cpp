@@ -18,6 +18,8 @@ namespace {
 
 constexpr std::string_view kEllipsis = "\xE2\x80\xA6";
 constexpr char32_t kReplacement = 0xFFFD;
+// The platform's name is ours ("slack", "telegram"); the bound only keeps a misconfigured one short.
+constexpr std::size_t kMaxPlatformChars = 32;
 
 void AppendUtf8(std::string& out, char32_t c) {
   if (c < 0x80) {
@@ -69,7 +71,7 @@ std::string HeaderField(std::string_view text, std::size_t max_chars) {
 }
 
 std::string Header(const PromptEnvelope& envelope) {
-  std::string platform = HeaderField(envelope.platform, 32);
+  std::string platform = HeaderField(envelope.platform, kMaxPlatformChars);
   if (platform.empty()) platform = "chat";
   std::string id = HeaderField(envelope.author_id, kMaxAuthorIdChars);
   if (id.empty()) id = "unknown";

@@ -214,3 +214,12 @@ TEST_CASE("ParseButtonData reads back what QuestionButtons wrote", "[answers]") 
     CHECK_FALSE(ParseButtonData(bad).has_value());
   }
 }
+
+TEST_CASE("FormatQuestion keeps each option on one bounded line", "[answers]") {
+  Event ev;
+  InputQuestion q = Pick();
+  q.options = {{"a\nb", std::string(1000, 'd') + "\nsecond line"}};
+  ev.questions = {q};
+  const std::string text = FormatQuestion(ev, {});
+  CHECK_THAT(text, Catch::Contains("1. **a b**: " + std::string(499, 'd') + "\xE2\x80\xA6\n"));
+}
