@@ -1,0 +1,256 @@
+// The router's durable store (docs/router-store.md): everything the Router must not lose when the bot
+// restarts, even when it is killed mid-turn: which thread talks to which Session, the Sessions a chat
+// manages, the index of the bot's own messages, redelivery dedupe keys, accepted messages not yet
+// submitted, in-flight turns with their event cursors, replies not yet delivered and open questions.
+// One SQLite file in WAL mode, a versioned schema, one process at a time.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sessionturn/error.hpp"
+#include "sessionturn/protocol.hpp"
+#include "sessionturn/routing.hpp"
+
+namespace sessionturn::routing {
+
+using StoreClock = std::chrono::system_clock;
+using StoreTime = StoreClock::time_point;  // stored as Unix milliseconds: finer parts are dropped
+
+// Bounds of the tables that grow with traffic rather than with work still to do. The rest (inbox,
+// turns, outbox, questions) hold work that must not be dropped, and the Router's queues bound them.
+struct StoreLimits {
+  // The bot's messages remembered for reply routing: a reply to one older than this many goes to the
+  // chat's current Session instead (DESIGN.md §6). 100,000 rows are a few MB.
+  std::size_t bot_messages = 100'000;
+  // Dedupe keys per kind: Slack redelivers for about an hour, Telegram until acknowledged, so a few
+  // thousand of the latest deliveries cover every retry (the same bound as DESIGN.md §3's dedupe memory).
+  std::size_t dedupe_per_kind = 4096;
+  // How long a statement waits for SQLite's own file lock. Only this process writes (the store lock),
+  // so this covers an operator's `sqlite3` shell reading the file while the router runs.
+  std::chrono::milliseconds busy_timeout{5000};
+};
+
+// A chat: the part of a ThreadRef that owns Sessions and a current Session.
+struct ChatRef {
+  std::string platform;
+  std::string workspace;
+  std::string chat;
+  static ChatRef Of(const ThreadRef& thread) { return ChatRef{thread.platform, thread.workspace, thread.chat}; }
+  bool operator==(const ChatRef&) const = default;
+};
+
+// A platform thread bound to its Session.
+struct Binding {
+  ThreadRef thread;
+  std::string session;
+  StoreTime created{};
+  bool context_sent = false;  // the thread's earlier messages went with a first turn already
+  bool operator==(const Binding&) const = default;
+};
+
+// A Session a chat manages (the `sessions`, `new`, `use` commands).
+struct ChatSession {
+  ChatRef chat;
+  std::string session;
+  StoreTime created{};
+  std::string label;  // the name the user gave with `new NAME`; empty: none
+  bool operator==(const ChatSession&) const = default;
+};
+
+enum class BotMessageKind { reply, placeholder, question, picker, receipt, note };
+std::string_view ToString(BotMessageKind kind) noexcept;  // "reply", "placeholder", ...
+
+// One of the bot's own messages, so that a reply to it reaches the Session that posted it.
+struct BotMessage {
+  ChatRef chat;
+  std::string message_id;
+  std::string session;
+  BotMessageKind kind = BotMessageKind::reply;
+  bool operator==(const BotMessage&) const = default;
+};
+
+// Redelivery dedupe: `event` keys are the platform's delivery ids, `message` keys its message ids.
+// The Router composes the key strings (platform and chat included as it sees fit).
+enum class DedupeKind { event, message };
+std::string_view ToString(DedupeKind kind) noexcept;  // "event", "message"
+struct DedupeKey {
+  DedupeKind kind = DedupeKind::event;
+  std::string key;
+};
+
+// An accepted message not yet submitted to its Session.
+struct InboxEntry {
+  std::int64_t id = 0;  // assigned by the store, increasing, never reused
+  ThreadRef thread;     // where the turn's reply goes
+  std::string session;
+  InboundMessage message;  // as the adapter delivered it
+  StoreTime accepted{};
+  std::optional<std::string> edited_text;  // the author edited it while it waited; nullopt: not edited
+  bool deleted = false;                    // the author deleted it while it waited
+};
+
+// Where a turn's event stream stands: what the Router needs to re-attach with `since` + `journalId`.
+struct TurnCursor {
+  std::int64_t last_event_id = 0;
+  std::string journal_id;
+  std::string turn_id;  // empty until the runtime accepted the message
+  std::int64_t revision = 0;
+  bool operator==(const TurnCursor&) const = default;
+};
+
+// A turn submitted (or being submitted) to its Session.
+struct TurnRecord {
+  std::int64_t inbox_id = 0;  // the inbox entry it came from (gone from the inbox now)
+  std::string request_id;     // the message request's id: the turn's key until it has a turn id
+  std::string session;
+  ThreadRef thread;
+  std::string author_id;
+  // The message, its text replaced by the edited text when it was edited in the inbox: a crash before
+  // the runtime accepted it leaves the Router nothing else to submit again.
+  InboundMessage message;
+  std::string placeholder_id;  // the "working..." message to edit; empty until posted
+  TurnCursor cursor;
+  StoreTime started{};
+};
+
+// A reply not yet fully delivered.
+struct OutboxEntry {
+  std::int64_t id = 0;  // assigned by the store, increasing, never reused
+  ThreadRef thread;
+  std::string session;
+  std::string request_id;
+  std::vector<std::string> parts;  // rendered, each within the platform's limit
+  std::size_t next_part = 0;       // parts before it are delivered
+  std::string placeholder_id;      // the message the first part edits; empty: post it
+  int attempts = 0;                // failed attempts at parts[next_part]
+  StoreTime next_attempt{};        // not before this
+  std::string last_error;
+};
+
+// A question the agent asked, posted into a thread and waiting for an answer.
+struct OpenQuestion {
+  std::string id;  // short and opaque: it goes into button data
+  std::string session;
+  std::string request_id;
+  std::string input_id;  // the runtime's input request
+  ThreadRef thread;
+  std::string message_id;  // the bot's message that asks it
+  std::vector<InputQuestion> questions;
+  std::string asker_id;  // the author of the turn: the one allowed to answer
+  StoreTime deadline{};
+};
+
+class Db;
+
+// RouterStore: synchronous, and used from one thread at a time (the Router's strand): it has no lock
+// of its own and its SQLite connection is opened without one. Each call is one statement or one
+// short transaction on a local file (WAL: a commit is an append, no fsync), so calling it on the
+// Context's loop is fine. Errors: Errc::io_error naming the file, the operation and SQLite's message;
+// Errc::not_found for an update of a row that is not there.
+class RouterStore {
+ public:
+  // Opens (creating, 0600, in a directory created 0700) the store at `path` and brings its schema up
+  // to this build's version. Refused: a file of a newer schema (Errc::io_error naming both versions),
+  // a file that is not a store or is corrupted (Errc::io_error naming the path), a store another
+  // RouterStore holds, in this process or another (Errc::conflict: two routers would double-deliver).
+  static Result<std::unique_ptr<RouterStore>> Open(std::string path, StoreLimits limits = {});
+  ~RouterStore();
+  RouterStore(const RouterStore&) = delete;
+  RouterStore& operator=(const RouterStore&) = delete;
+
+  const std::string& path() const noexcept { return path_; }
+  const StoreLimits& limits() const noexcept { return limits_; }
+
+  // Bindings. BindThread replaces the thread's binding when it has one.
+  Status BindThread(const Binding& binding);
+  Result<std::optional<Binding>> FindBinding(const ThreadRef& thread);
+  Status SetContextSent(const ThreadRef& thread);  // Errc::not_found when the thread is not bound
+  // Forgets a Session everywhere a chat could reach it: its thread bindings, the chats managing it
+  // (and being their current Session), the bot messages it posted. The inbox, turns, outbox and
+  // questions are work in progress: the Router settles those first. Returns the rows removed.
+  Result<std::size_t> UnbindSession(std::string_view session);
+
+  // Chat Sessions. Adding one the chat has already changes nothing and returns false.
+  Result<bool> AddChatSession(const ChatSession& session);
+  Result<std::vector<ChatSession>> ListChatSessions(const ChatRef& chat);  // oldest first
+  // Errc::not_found unless `session` is one of the chat's (AddChatSession first).
+  Status SetCurrent(const ChatRef& chat, std::string_view session);
+  Result<std::optional<std::string>> Current(const ChatRef& chat);
+
+  // The bot-message index, bounded by limits().bot_messages (the oldest indexed evicted first).
+  // Indexing a message again (a placeholder that became the reply) updates its session and kind.
+  Status IndexBotMessage(const BotMessage& message);
+  Result<std::optional<BotMessage>> FindBotMessage(const ChatRef& chat, std::string_view message_id);
+
+  // Dedupe keys, bounded per kind by limits().dedupe_per_kind (the oldest remembered evicted first).
+  // True when the key was there already; otherwise it is remembered and the answer is false.
+  Result<bool> SeenOrRemember(DedupeKind kind, std::string_view key);
+  Result<bool> Forget(DedupeKind kind, std::string_view key);  // true when it was there
+
+  // The inbox.
+  Result<std::int64_t> AddInbox(const ThreadRef& thread, std::string_view session, const InboundMessage& message,
+                                StoreTime accepted);
+  // One transaction: when any of `keys` was seen already, nothing is written and the answer is
+  // nullopt (a redelivery); otherwise every key is remembered and the message added to the inbox.
+  // An adapter acknowledges a delivery only after this returned, so a crash anywhere loses nothing.
+  Result<std::optional<std::int64_t>> AcceptMessage(const ThreadRef& thread, std::string_view session,
+                                                    const InboundMessage& message, std::span<const DedupeKey> keys,
+                                                    StoreTime accepted);
+  Status UpdateInboxText(std::int64_t id, std::string_view text);  // the author edited it
+  Status MarkInboxDeleted(std::int64_t id);                        // the author deleted it
+  Result<bool> RemoveInbox(std::int64_t id);                       // true when it was there
+  Result<std::vector<InboxEntry>> ListInbox();                     // in id order
+  Result<std::vector<InboxEntry>> ListInbox(std::string_view session);
+
+  // In-flight turns. BeginTurn moves an inbox entry to the turns in one transaction (Errc::not_found
+  // when there is no such entry, Errc::invalid_argument when its author deleted it or the request id
+  // is in use) and returns the turn as stored.
+  Result<TurnRecord> BeginTurn(std::int64_t inbox_id, std::string_view request_id, StoreTime started,
+                               std::string_view placeholder_id = {});
+  Status SetTurnPlaceholder(std::string_view request_id, std::string_view placeholder_id);
+  // Called for every event worth a cursor move: one UPDATE by key, a WAL append.
+  Status UpdateTurnCursor(std::string_view request_id, const TurnCursor& cursor);
+  Result<bool> FinishTurn(std::string_view request_id);  // true when it was there
+  Result<std::vector<TurnRecord>> ListTurns();           // in the order they began
+
+  // The outbox. CompleteTurn finishes the turn named by reply.request_id and queues its reply in one
+  // transaction (Errc::not_found when that turn is not in flight: a reply is queued once), returning
+  // the outbox id. AddOutbox queues a reply that has no turn (a note, a receipt).
+  Result<std::int64_t> CompleteTurn(const OutboxEntry& reply);
+  Result<std::int64_t> AddOutbox(const OutboxEntry& entry);
+  Status UpdateOutbox(std::int64_t id, std::size_t next_part, int attempts, StoreTime next_attempt,
+                      std::string_view last_error);
+  Result<bool> RemoveOutbox(std::int64_t id);     // true when it was there
+  Result<std::vector<OutboxEntry>> ListOutbox();  // in id order
+
+  // Open questions. AddQuestion refuses an id in use (Errc::invalid_argument).
+  Status AddQuestion(const OpenQuestion& question);
+  Result<std::optional<OpenQuestion>> FindQuestion(std::string_view id);
+  Result<std::optional<OpenQuestion>> FindQuestionByMessage(const ChatRef& chat, std::string_view message_id);
+  Result<std::vector<OpenQuestion>> OpenQuestionsIn(const ThreadRef& thread);  // oldest first
+  Result<bool> RemoveQuestion(std::string_view id);                            // true when it was there
+  Result<std::vector<OpenQuestion>> ListQuestions();                           // oldest first
+
+ private:
+  RouterStore(std::string path, StoreLimits limits, std::unique_ptr<Db> db, int lock_fd);
+  // `op`: the public call, for errors.
+  Result<std::int64_t> InsertInbox(std::string_view op, const ThreadRef& thread, std::string_view session,
+                                   const InboundMessage& message, StoreTime accepted);
+  Result<std::int64_t> InsertOutbox(std::string_view op, const OutboxEntry& entry);
+  Status EvictDedupe(DedupeKind kind);
+
+  std::string path_;
+  StoreLimits limits_;
+  std::unique_ptr<Db> db_;
+  int lock_fd_ = -1;  // flock(LOCK_EX) on <path>.lock, held while open
+};
+
+}  // namespace sessionturn::routing

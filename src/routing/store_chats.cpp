@@ -1,0 +1,212 @@
+// The store's routing tables (store.hpp): thread bindings, a chat's Sessions and its current one, the
+// bot-message index and the dedupe keys, the last two bounded with the oldest rows evicted.
+#include <array>
+
+#include "routing/store.hpp"
+#include "routing/store_sqlite.hpp"
+
+namespace sessionturn::routing {
+namespace {
+
+constexpr std::array<std::pair<BotMessageKind, std::string_view>, 6> kBotKinds{{
+    {BotMessageKind::reply, "reply"},
+    {BotMessageKind::placeholder, "placeholder"},
+    {BotMessageKind::question, "question"},
+    {BotMessageKind::picker, "picker"},
+    {BotMessageKind::receipt, "receipt"},
+    {BotMessageKind::note, "note"},
+}};
+
+std::optional<BotMessageKind> BotKindFrom(std::string_view name) {
+  for (const auto& [kind, n] : kBotKinds)
+    if (n == name) return kind;
+  return std::nullopt;
+}
+
+Error NotFound(std::string what) {
+  return Error(Errc::not_found, std::move(what));
+}
+
+std::string Describe(const ThreadRef& t) {
+  return t.platform + " " + (t.workspace.empty() ? "" : t.workspace + "/") + t.chat +
+         (t.thread.empty() ? "" : " thread " + t.thread);
+}
+
+std::string Describe(const ChatRef& c) {
+  return c.platform + " chat " + (c.workspace.empty() ? "" : c.workspace + "/") + c.chat;
+}
+
+}  // namespace
+
+std::string_view ToString(BotMessageKind kind) noexcept {
+  for (const auto& [k, name] : kBotKinds)
+    if (k == kind) return name;
+  return "reply";
+}
+
+std::string_view ToString(DedupeKind kind) noexcept {
+  return kind == DedupeKind::event ? "event" : "message";
+}
+
+Status RouterStore::BindThread(const Binding& b) {
+  auto q = db_->Query("BindThread", R"sql(
+    INSERT INTO bindings (platform, workspace, chat, thread, session, created_ms, context_sent)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+    ON CONFLICT (platform, workspace, chat, thread)
+    DO UPDATE SET session = excluded.session, created_ms = excluded.created_ms,
+                  context_sent = excluded.context_sent)sql");
+  if (!q) return Fail(q.error());
+  return q->Bind(b.thread, b.session, b.created, b.context_sent).Run();
+}
+
+Result<std::optional<Binding>> RouterStore::FindBinding(const ThreadRef& thread) {
+  auto q = db_->Query("FindBinding", R"sql(
+    SELECT session, created_ms, context_sent FROM bindings
+    WHERE platform = ?1 AND workspace = ?2 AND chat = ?3 AND thread = ?4)sql");
+  if (!q) return Fail(q.error());
+  auto row = q->Bind(thread).Step();
+  if (!row) return Fail(row.error());
+  if (!*row) return std::optional<Binding>();
+  return Binding{thread, q->Text(0), q->Time(1), q->Int(2) != 0};
+}
+
+Status RouterStore::SetContextSent(const ThreadRef& thread) {
+  auto q = db_->Query("SetContextSent", R"sql(
+    UPDATE bindings SET context_sent = 1
+    WHERE platform = ?1 AND workspace = ?2 AND chat = ?3 AND thread = ?4)sql");
+  if (!q) return Fail(q.error());
+  if (auto st = q->Bind(thread).Run(); !st) return st;
+  if (db_->Changes() == 0) return Fail(NotFound(Describe(thread) + " is not bound to a Session"));
+  return {};
+}
+
+Result<std::size_t> RouterStore::UnbindSession(std::string_view session) {
+  auto tx = Transaction::Begin(*db_, "UnbindSession");
+  if (!tx) return Fail(tx.error());
+  // current_sessions rows go with their chat_sessions rows (ON DELETE CASCADE), counted apart.
+  auto current = db_->Query("UnbindSession", "DELETE FROM current_sessions WHERE session = ?1");
+  if (!current) return Fail(current.error());
+  if (auto st = current->Bind(session).Run(); !st) return Fail(st.error());
+  std::size_t removed = static_cast<std::size_t>(db_->Changes());
+  for (std::string_view sql : {std::string_view("DELETE FROM bindings WHERE session = ?1"),
+                               std::string_view("DELETE FROM chat_sessions WHERE session = ?1"),
+                               std::string_view("DELETE FROM bot_messages WHERE session = ?1")}) {
+    auto q = db_->Query("UnbindSession", sql);
+    if (!q) return Fail(q.error());
+    if (auto st = q->Bind(session).Run(); !st) return Fail(st.error());
+    removed += static_cast<std::size_t>(db_->Changes());
+  }
+  if (auto st = tx->Commit(); !st) return Fail(st.error());
+  return removed;
+}
+
+Result<bool> RouterStore::AddChatSession(const ChatSession& s) {
+  auto q = db_->Query("AddChatSession", R"sql(
+    INSERT INTO chat_sessions (platform, workspace, chat, session, created_ms, label)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING)sql");
+  if (!q) return Fail(q.error());
+  if (auto st = q->Bind(s.chat, s.session, s.created, s.label).Run(); !st) return Fail(st.error());
+  return db_->Changes() > 0;
+}
+
+Result<std::vector<ChatSession>> RouterStore::ListChatSessions(const ChatRef& chat) {
+  auto q = db_->Query("ListChatSessions", R"sql(
+    SELECT session, created_ms, label FROM chat_sessions
+    WHERE platform = ?1 AND workspace = ?2 AND chat = ?3 ORDER BY created_ms, session)sql");
+  if (!q) return Fail(q.error());
+  q->Bind(chat);
+  std::vector<ChatSession> out;
+  for (;;) {
+    auto row = q->Step();
+    if (!row) return Fail(row.error());
+    if (!*row) return out;
+    out.push_back(ChatSession{chat, q->Text(0), q->Time(1), q->Text(2)});
+  }
+}
+
+Status RouterStore::SetCurrent(const ChatRef& chat, std::string_view session) {
+  auto q = db_->Query("SetCurrent", R"sql(
+    INSERT INTO current_sessions (platform, workspace, chat, session)
+    SELECT platform, workspace, chat, session FROM chat_sessions
+    WHERE platform = ?1 AND workspace = ?2 AND chat = ?3 AND session = ?4
+    ON CONFLICT (platform, workspace, chat) DO UPDATE SET session = excluded.session)sql");
+  if (!q) return Fail(q.error());
+  if (auto st = q->Bind(chat, session).Run(); !st) return st;
+  if (db_->Changes() == 0)
+    return Fail(NotFound("Session " + std::string(session) + " is not one of " + Describe(chat) + "'s Sessions"));
+  return {};
+}
+
+Result<std::optional<std::string>> RouterStore::Current(const ChatRef& chat) {
+  auto q = db_->Query("Current", R"sql(
+    SELECT session FROM current_sessions WHERE platform = ?1 AND workspace = ?2 AND chat = ?3)sql");
+  if (!q) return Fail(q.error());
+  auto row = q->Bind(chat).Step();
+  if (!row) return Fail(row.error());
+  if (!*row) return std::optional<std::string>();
+  return std::optional<std::string>(q->Text(0));
+}
+
+Status RouterStore::IndexBotMessage(const BotMessage& m) {
+  auto tx = Transaction::Begin(*db_, "IndexBotMessage");
+  if (!tx) return Fail(tx.error());
+  auto insert = db_->Query("IndexBotMessage", R"sql(
+    INSERT INTO bot_messages (platform, workspace, chat, message_id, session, kind)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+    ON CONFLICT (platform, workspace, chat, message_id)
+    DO UPDATE SET session = excluded.session, kind = excluded.kind)sql");
+  if (!insert) return Fail(insert.error());
+  if (auto st = insert->Bind(m.chat, m.message_id, m.session, ToString(m.kind)).Run(); !st) return st;
+  // The oldest rows past the bound: a range of the rowid, found without counting the table.
+  auto evict = db_->Query("IndexBotMessage", R"sql(
+    DELETE FROM bot_messages WHERE seq IN (
+      SELECT seq FROM bot_messages ORDER BY seq
+      LIMIT max(0, (SELECT n FROM row_counts WHERE name = 'bot_messages') - ?1)))sql");
+  if (!evict) return Fail(evict.error());
+  if (auto st = evict->Bind(static_cast<std::int64_t>(limits_.bot_messages)).Run(); !st) return st;
+  return tx->Commit();
+}
+
+Result<std::optional<BotMessage>> RouterStore::FindBotMessage(const ChatRef& chat, std::string_view message_id) {
+  auto q = db_->Query("FindBotMessage", R"sql(
+    SELECT session, kind FROM bot_messages
+    WHERE platform = ?1 AND workspace = ?2 AND chat = ?3 AND message_id = ?4)sql");
+  if (!q) return Fail(q.error());
+  auto row = q->Bind(chat, message_id).Step();
+  if (!row) return Fail(row.error());
+  if (!*row) return std::optional<BotMessage>();
+  const std::string kind = q->Text(1);
+  auto k = BotKindFrom(kind);
+  if (!k) return Fail(Errc::io_error, "router store " + path_ + ": bot message of unknown kind " + kind);
+  return BotMessage{chat, std::string(message_id), q->Text(0), *k};
+}
+
+Status RouterStore::EvictDedupe(DedupeKind kind) {
+  auto evict = db_->Query("evict dedupe keys", R"sql(
+    DELETE FROM dedupe WHERE seq IN (
+      SELECT seq FROM dedupe WHERE kind = ?1 ORDER BY seq
+      LIMIT max(0, (SELECT n FROM row_counts WHERE name = 'dedupe:' || ?1) - ?2)))sql");
+  if (!evict) return Fail(evict.error());
+  return evict->Bind(ToString(kind), static_cast<std::int64_t>(limits_.dedupe_per_kind)).Run();
+}
+
+Result<bool> RouterStore::SeenOrRemember(DedupeKind kind, std::string_view key) {
+  auto tx = Transaction::Begin(*db_, "SeenOrRemember");
+  if (!tx) return Fail(tx.error());
+  auto insert = db_->Query("SeenOrRemember", "INSERT INTO dedupe (kind, key) VALUES (?1, ?2) ON CONFLICT DO NOTHING");
+  if (!insert) return Fail(insert.error());
+  if (auto st = insert->Bind(ToString(kind), key).Run(); !st) return Fail(st.error());
+  if (db_->Changes() == 0) return true;  // seen: nothing to commit (the transaction rolls back empty)
+  if (auto st = EvictDedupe(kind); !st) return Fail(st.error());
+  if (auto st = tx->Commit(); !st) return Fail(st.error());
+  return false;
+}
+
+Result<bool> RouterStore::Forget(DedupeKind kind, std::string_view key) {
+  auto q = db_->Query("Forget", "DELETE FROM dedupe WHERE kind = ?1 AND key = ?2");
+  if (!q) return Fail(q.error());
+  if (auto st = q->Bind(ToString(kind), key).Run(); !st) return Fail(st.error());
+  return db_->Changes() > 0;
+}
+
+}  // namespace sessionturn::routing

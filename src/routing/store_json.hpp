@@ -1,0 +1,37 @@
+// The store's JSON columns: an InboundMessage (inbox and turns), a list of InputQuestion (open
+// questions) and a list of strings (an outbox entry's parts). Named functions rather than nlohmann's
+// to_json/from_json hooks: decoding returns a Result instead of throwing, and the types are not ours
+// to give one global JSON form.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sessionturn/error.hpp"
+#include "sessionturn/protocol.hpp"
+#include "sessionturn/routing.hpp"
+
+namespace sessionturn::routing {
+
+// Every field; `received` as Unix milliseconds, `kind` as "new", "edited" or "deleted".
+Json InboundMessageToJson(const InboundMessage& message);
+// Absent fields keep their defaults (a row written before a field existed); a field of the wrong
+// type fails with Errc::invalid_argument naming it.
+Result<InboundMessage> InboundMessageFromJson(const Json& j);
+
+// The shape of `input.requested`'s questions (PROTOCOL.md §4: id, header, question, options with
+// label and description, multiSelect, secret).
+Json QuestionsToJson(const std::vector<InputQuestion>& questions);
+Result<std::vector<InputQuestion>> QuestionsFromJson(const Json& j);
+
+Json StringsToJson(const std::vector<std::string>& strings);
+Result<std::vector<std::string>> StringsFromJson(const Json& j);
+
+// One line of JSON. Text that is not valid UTF-8 (an adapter's bug) has its bad bytes replaced by
+// U+FFFD rather than failing: a message is never refused for it.
+std::string DumpJson(const Json& j);
+// Errc::invalid_argument when `text` is not JSON.
+Result<Json> ParseJson(std::string_view text);
+
+}  // namespace sessionturn::routing

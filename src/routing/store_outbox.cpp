@@ -1,0 +1,202 @@
+// The store's work in progress, second half (store.hpp): the outbox of replies not yet delivered
+// (queued with the turn's end in one transaction) and the open questions.
+#include "routing/store.hpp"
+#include "routing/store_json.hpp"
+#include "routing/store_sqlite.hpp"
+
+namespace sessionturn::routing {
+namespace {
+
+template <typename T>
+Result<T> DecodeColumn(const std::string& path, const std::string& row, const std::string& text,
+                       Result<T> (*decode)(const Json&)) {
+  auto j = ParseJson(text);
+  if (!j) return Fail(Errc::io_error, "router store " + path + ": " + row + ": " + j.error().message);
+  auto v = decode(*j);
+  if (!v) return Fail(Errc::io_error, "router store " + path + ": " + row + ": " + v.error().message);
+  return v;
+}
+
+// Columns: id, session, request_id, input_id, platform, workspace, chat, thread, message_id, questions,
+// asker_id, deadline_ms.
+Result<OpenQuestion> ReadQuestion(const Stmt& q, const std::string& path) {
+  OpenQuestion o;
+  o.id = q.Text(0);
+  o.session = q.Text(1);
+  o.request_id = q.Text(2);
+  o.input_id = q.Text(3);
+  o.thread = q.Thread(4);
+  o.message_id = q.Text(8);
+  auto questions = DecodeColumn(path, "question " + o.id, q.Text(9), &QuestionsFromJson);
+  if (!questions) return Fail(questions.error());
+  o.questions = std::move(*questions);
+  o.asker_id = q.Text(10);
+  o.deadline = q.Time(11);
+  return o;
+}
+
+Result<std::optional<OpenQuestion>> ReadOneQuestion(Stmt& q, const std::string& path) {
+  auto row = q.Step();
+  if (!row) return Fail(row.error());
+  if (!*row) return std::optional<OpenQuestion>();
+  auto o = ReadQuestion(q, path);
+  if (!o) return Fail(o.error());
+  return std::optional<OpenQuestion>(std::move(*o));
+}
+
+Result<std::vector<OpenQuestion>> ReadAllQuestions(Stmt& q, const std::string& path) {
+  std::vector<OpenQuestion> out;
+  for (;;) {
+    auto o = ReadOneQuestion(q, path);
+    if (!o) return Fail(o.error());
+    if (!*o) return out;
+    out.push_back(std::move(**o));
+  }
+}
+
+}  // namespace
+
+Result<std::int64_t> RouterStore::InsertOutbox(std::string_view op, const OutboxEntry& e) {
+  auto q = db_->Query(op, R"sql(
+    INSERT INTO outbox (platform, workspace, chat, thread, session, request_id, parts, next_part, placeholder_id,
+                        attempts, next_attempt_ms, last_error)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12))sql");
+  if (!q) return Fail(q.error());
+  if (auto st =
+          q->Bind(e.thread, e.session, e.request_id, DumpJson(StringsToJson(e.parts)),
+                  static_cast<std::int64_t>(e.next_part), e.placeholder_id, e.attempts, e.next_attempt, e.last_error)
+              .Run();
+      !st)
+    return Fail(st.error());
+  return db_->LastInsertId();
+}
+
+Result<std::int64_t> RouterStore::AddOutbox(const OutboxEntry& entry) {
+  return InsertOutbox("AddOutbox", entry);
+}
+
+Result<std::int64_t> RouterStore::CompleteTurn(const OutboxEntry& reply) {
+  auto tx = Transaction::Begin(*db_, "CompleteTurn");
+  if (!tx) return Fail(tx.error());
+  auto finish = db_->Query("CompleteTurn", "DELETE FROM turns WHERE request_id = ?1");
+  if (!finish) return Fail(finish.error());
+  if (auto st = finish->Bind(reply.request_id).Run(); !st) return Fail(st.error());
+  if (db_->Changes() == 0)
+    return Fail(Errc::not_found, "no turn in flight with request id " + reply.request_id + " to complete");
+  auto id = InsertOutbox("CompleteTurn", reply);
+  if (!id) return Fail(id.error());
+  if (auto st = tx->Commit(); !st) return Fail(st.error());
+  return id;
+}
+
+Status RouterStore::UpdateOutbox(std::int64_t id, std::size_t next_part, int attempts, StoreTime next_attempt,
+                                 std::string_view last_error) {
+  auto q = db_->Query("UpdateOutbox", R"sql(
+    UPDATE outbox SET next_part = ?2, attempts = ?3, next_attempt_ms = ?4, last_error = ?5 WHERE id = ?1)sql");
+  if (!q) return Fail(q.error());
+  if (auto st = q->Bind(id, static_cast<std::int64_t>(next_part), attempts, next_attempt, last_error).Run(); !st)
+    return st;
+  if (db_->Changes() == 0) return Fail(Errc::not_found, "no outbox entry " + std::to_string(id) + " to update");
+  return {};
+}
+
+Result<bool> RouterStore::RemoveOutbox(std::int64_t id) {
+  auto q = db_->Query("RemoveOutbox", "DELETE FROM outbox WHERE id = ?1");
+  if (!q) return Fail(q.error());
+  if (auto st = q->Bind(id).Run(); !st) return Fail(st.error());
+  return db_->Changes() > 0;
+}
+
+Result<std::vector<OutboxEntry>> RouterStore::ListOutbox() {
+  auto q = db_->Query("ListOutbox", R"sql(
+    SELECT id, platform, workspace, chat, thread, session, request_id, parts, next_part, placeholder_id, attempts,
+           next_attempt_ms, last_error
+    FROM outbox ORDER BY id)sql");
+  if (!q) return Fail(q.error());
+  std::vector<OutboxEntry> out;
+  for (;;) {
+    auto row = q->Step();
+    if (!row) return Fail(row.error());
+    if (!*row) return out;
+    OutboxEntry e;
+    e.id = q->Int(0);
+    e.thread = q->Thread(1);
+    e.session = q->Text(5);
+    e.request_id = q->Text(6);
+    auto parts = DecodeColumn(path_, "outbox entry " + std::to_string(e.id), q->Text(7), &StringsFromJson);
+    if (!parts) return Fail(parts.error());
+    e.parts = std::move(*parts);
+    e.next_part = static_cast<std::size_t>(q->Int(8));
+    e.placeholder_id = q->Text(9);
+    e.attempts = static_cast<int>(q->Int(10));
+    e.next_attempt = q->Time(11);
+    e.last_error = q->Text(12);
+    out.push_back(std::move(e));
+  }
+}
+
+Status RouterStore::AddQuestion(const OpenQuestion& o) {
+  if (o.id.empty()) return Fail(Errc::invalid_argument, "an open question needs an id");
+  auto q = db_->Query("AddQuestion", R"sql(
+    INSERT INTO questions (id, session, request_id, input_id, platform, workspace, chat, thread, message_id,
+                           questions, asker_id, deadline_ms)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) ON CONFLICT DO NOTHING)sql");
+  if (!q) return Fail(q.error());
+  if (auto st = q->Bind(o.id, o.session, o.request_id, o.input_id, o.thread, o.message_id,
+                        DumpJson(QuestionsToJson(o.questions)), o.asker_id, o.deadline)
+                    .Run();
+      !st)
+    return st;
+  if (db_->Changes() == 0) return Fail(Errc::invalid_argument, "open question id " + o.id + " is in use");
+  return {};
+}
+
+Result<std::optional<OpenQuestion>> RouterStore::FindQuestion(std::string_view id) {
+  auto q = db_->Query("FindQuestion", R"sql(
+    SELECT id, session, request_id, input_id, platform, workspace, chat, thread, message_id, questions, asker_id,
+           deadline_ms
+    FROM questions WHERE id = ?1)sql");
+  if (!q) return Fail(q.error());
+  q->Bind(id);
+  return ReadOneQuestion(*q, path_);
+}
+
+Result<std::optional<OpenQuestion>> RouterStore::FindQuestionByMessage(const ChatRef& chat,
+                                                                       std::string_view message_id) {
+  auto q = db_->Query("FindQuestionByMessage", R"sql(
+    SELECT id, session, request_id, input_id, platform, workspace, chat, thread, message_id, questions, asker_id,
+           deadline_ms
+    FROM questions WHERE platform = ?1 AND workspace = ?2 AND chat = ?3 AND message_id = ?4
+    ORDER BY rowid LIMIT 1)sql");
+  if (!q) return Fail(q.error());
+  q->Bind(chat, message_id);
+  return ReadOneQuestion(*q, path_);
+}
+
+Result<std::vector<OpenQuestion>> RouterStore::OpenQuestionsIn(const ThreadRef& thread) {
+  auto q = db_->Query("OpenQuestionsIn", R"sql(
+    SELECT id, session, request_id, input_id, platform, workspace, chat, thread, message_id, questions, asker_id,
+           deadline_ms
+    FROM questions WHERE platform = ?1 AND workspace = ?2 AND chat = ?3 AND thread = ?4 ORDER BY rowid)sql");
+  if (!q) return Fail(q.error());
+  q->Bind(thread);
+  return ReadAllQuestions(*q, path_);
+}
+
+Result<bool> RouterStore::RemoveQuestion(std::string_view id) {
+  auto q = db_->Query("RemoveQuestion", "DELETE FROM questions WHERE id = ?1");
+  if (!q) return Fail(q.error());
+  if (auto st = q->Bind(id).Run(); !st) return Fail(st.error());
+  return db_->Changes() > 0;
+}
+
+Result<std::vector<OpenQuestion>> RouterStore::ListQuestions() {
+  auto q = db_->Query("ListQuestions", R"sql(
+    SELECT id, session, request_id, input_id, platform, workspace, chat, thread, message_id, questions, asker_id,
+           deadline_ms
+    FROM questions ORDER BY rowid)sql");
+  if (!q) return Fail(q.error());
+  return ReadAllQuestions(*q, path_);
+}
+
+}  // namespace sessionturn::routing

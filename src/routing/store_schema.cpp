@@ -1,0 +1,185 @@
+// The store's schema (store_schema.hpp) and its steps. docs/router-store.md describes every table.
+#include "routing/store_schema.hpp"
+
+#include <iterator>
+#include <string>
+
+namespace sessionturn::routing {
+namespace {
+
+// v1. Conventions: a ThreadRef is (platform, workspace, chat, thread), never NULL ('' when absent);
+// times are Unix milliseconds; JSON columns hold nlohmann dumps (store_json.hpp). The bounded tables
+// (bot_messages, dedupe) keep their row counts in row_counts through triggers, so eviction takes the
+// oldest rows by rowid without counting the table at every insert.
+constexpr std::string_view kSchemaV1 = R"sql(
+CREATE TABLE bindings (
+  platform TEXT NOT NULL, workspace TEXT NOT NULL, chat TEXT NOT NULL, thread TEXT NOT NULL,
+  session TEXT NOT NULL,
+  created_ms INTEGER NOT NULL,
+  context_sent INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (platform, workspace, chat, thread)
+);
+CREATE INDEX bindings_by_session ON bindings (session);
+
+CREATE TABLE chat_sessions (
+  platform TEXT NOT NULL, workspace TEXT NOT NULL, chat TEXT NOT NULL,
+  session TEXT NOT NULL,
+  created_ms INTEGER NOT NULL,
+  label TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (platform, workspace, chat, session)
+);
+CREATE INDEX chat_sessions_by_session ON chat_sessions (session);
+
+-- A chat's current Session is one of its Sessions: removing that one removes this row too.
+CREATE TABLE current_sessions (
+  platform TEXT NOT NULL, workspace TEXT NOT NULL, chat TEXT NOT NULL,
+  session TEXT NOT NULL,
+  PRIMARY KEY (platform, workspace, chat),
+  FOREIGN KEY (platform, workspace, chat, session)
+    REFERENCES chat_sessions (platform, workspace, chat, session) ON DELETE CASCADE
+);
+CREATE INDEX current_sessions_by_session ON current_sessions (session);
+
+CREATE TABLE bot_messages (
+  seq INTEGER PRIMARY KEY,  -- insertion order: eviction takes the lowest
+  platform TEXT NOT NULL, workspace TEXT NOT NULL, chat TEXT NOT NULL,
+  message_id TEXT NOT NULL,
+  session TEXT NOT NULL,
+  kind TEXT NOT NULL CHECK (kind IN ('reply', 'placeholder', 'question', 'picker', 'receipt', 'note')),
+  UNIQUE (platform, workspace, chat, message_id)
+);
+CREATE INDEX bot_messages_by_session ON bot_messages (session);
+
+CREATE TABLE dedupe (
+  seq INTEGER PRIMARY KEY,  -- insertion order: eviction takes the lowest of the kind
+  kind TEXT NOT NULL CHECK (kind IN ('event', 'message')),
+  key TEXT NOT NULL,
+  UNIQUE (kind, key)
+);
+CREATE INDEX dedupe_by_kind ON dedupe (kind);  -- (kind, seq): the eviction order within a kind
+
+CREATE TABLE row_counts (name TEXT PRIMARY KEY, n INTEGER NOT NULL);
+INSERT INTO row_counts (name, n) VALUES ('bot_messages', 0), ('dedupe:event', 0), ('dedupe:message', 0);
+CREATE TRIGGER bot_messages_added AFTER INSERT ON bot_messages BEGIN
+  UPDATE row_counts SET n = n + 1 WHERE name = 'bot_messages';
+END;
+CREATE TRIGGER bot_messages_removed AFTER DELETE ON bot_messages BEGIN
+  UPDATE row_counts SET n = n - 1 WHERE name = 'bot_messages';
+END;
+CREATE TRIGGER dedupe_added AFTER INSERT ON dedupe BEGIN
+  UPDATE row_counts SET n = n + 1 WHERE name = 'dedupe:' || NEW.kind;
+END;
+CREATE TRIGGER dedupe_removed AFTER DELETE ON dedupe BEGIN
+  UPDATE row_counts SET n = n - 1 WHERE name = 'dedupe:' || OLD.kind;
+END;
+
+-- AUTOINCREMENT: an id is never reused, so a turn's inbox_id or a stale outbox id never names a newer row.
+CREATE TABLE inbox (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  platform TEXT NOT NULL, workspace TEXT NOT NULL, chat TEXT NOT NULL, thread TEXT NOT NULL,
+  session TEXT NOT NULL,
+  message TEXT NOT NULL,  -- the InboundMessage, JSON
+  accepted_ms INTEGER NOT NULL,
+  edited_text TEXT,       -- NULL: not edited
+  deleted INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX inbox_by_session ON inbox (session);
+
+CREATE TABLE turns (
+  request_id TEXT NOT NULL UNIQUE,
+  inbox_id INTEGER NOT NULL,
+  session TEXT NOT NULL,
+  platform TEXT NOT NULL, workspace TEXT NOT NULL, chat TEXT NOT NULL, thread TEXT NOT NULL,
+  author_id TEXT NOT NULL,
+  message TEXT NOT NULL,  -- the InboundMessage as submitted (edited text applied), JSON
+  placeholder_id TEXT NOT NULL DEFAULT '',
+  last_event_id INTEGER NOT NULL DEFAULT 0,
+  journal_id TEXT NOT NULL DEFAULT '',
+  turn_id TEXT NOT NULL DEFAULT '',
+  revision INTEGER NOT NULL DEFAULT 0,
+  started_ms INTEGER NOT NULL
+);
+
+CREATE TABLE outbox (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  platform TEXT NOT NULL, workspace TEXT NOT NULL, chat TEXT NOT NULL, thread TEXT NOT NULL,
+  session TEXT NOT NULL,
+  request_id TEXT NOT NULL,
+  parts TEXT NOT NULL,    -- JSON array of strings
+  next_part INTEGER NOT NULL DEFAULT 0,
+  placeholder_id TEXT NOT NULL DEFAULT '',
+  attempts INTEGER NOT NULL DEFAULT 0,
+  next_attempt_ms INTEGER NOT NULL DEFAULT 0,
+  last_error TEXT NOT NULL DEFAULT ''
+);
+
+CREATE TABLE questions (
+  id TEXT NOT NULL UNIQUE,
+  session TEXT NOT NULL,
+  request_id TEXT NOT NULL,
+  input_id TEXT NOT NULL,
+  platform TEXT NOT NULL, workspace TEXT NOT NULL, chat TEXT NOT NULL, thread TEXT NOT NULL,
+  message_id TEXT NOT NULL,
+  questions TEXT NOT NULL,  -- JSON array of InputQuestion
+  asker_id TEXT NOT NULL,
+  deadline_ms INTEGER NOT NULL
+);
+CREATE INDEX questions_by_message ON questions (platform, workspace, chat, message_id);
+CREATE INDEX questions_by_thread ON questions (platform, workspace, chat, thread);
+)sql";
+
+// Append only: a released step never changes, since stores in the field already ran it. A v2 is a
+// new entry after v1, e.g.
+//   {2, "v2: outbox entries remember their message ids",
+//    "ALTER TABLE outbox ADD COLUMN message_ids TEXT NOT NULL DEFAULT '[]';"},
+// with its test opening a v1 file (tests/routing/test_store_schema.cpp shows the pattern).
+constexpr SchemaStep kSchemaSteps[] = {
+    {1, "v1: the first schema", kSchemaV1},
+};
+
+}  // namespace
+
+std::span<const SchemaStep> SchemaSteps() {
+  return kSchemaSteps;
+}
+
+int SchemaVersion() {
+  return static_cast<int>(std::size(kSchemaSteps));
+}
+
+Result<int> ReadSchemaVersion(Db& db) {
+  auto q = db.Query("read the schema version", "PRAGMA user_version");
+  if (!q) return Fail(q.error());
+  auto row = q->Step();
+  if (!row) return Fail(row.error());
+  return *row ? static_cast<int>(q->Int(0)) : 0;
+}
+
+Status Migrate(Db& db, std::span<const SchemaStep> steps) {
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    if (steps[i].version != static_cast<int>(i) + 1)
+      return Fail(Errc::internal, "router store schema step " + std::string(steps[i].what) + " is number " +
+                                      std::to_string(i + 1) + " but says version " + std::to_string(steps[i].version));
+  }
+  const int latest = static_cast<int>(steps.size());
+  auto version = ReadSchemaVersion(db);
+  if (!version) return Fail(version.error());
+  if (*version > latest) {
+    return Fail(Errc::io_error, "router store " + db.path() + " has schema version " + std::to_string(*version) +
+                                    ", newer than this build's " + std::to_string(latest) +
+                                    ": run a sessionturn that knows it (an older one must not write to it)");
+  }
+  for (const SchemaStep& step : steps) {
+    if (step.version <= *version) continue;
+    // The step and its version number in one transaction: a crash leaves the file before or after it.
+    const std::string op = "schema step " + std::string(step.what);
+    auto tx = Transaction::Begin(db, "begin a schema step");
+    if (!tx) return Fail(tx.error());
+    if (auto st = db.Exec(op, std::string(step.sql)); !st) return st;
+    if (auto st = db.Exec(op, "PRAGMA user_version = " + std::to_string(step.version)); !st) return st;
+    if (auto st = tx->Commit(); !st) return st;
+  }
+  return {};
+}
+
+}  // namespace sessionturn::routing

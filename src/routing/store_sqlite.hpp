@@ -1,0 +1,124 @@
+// The store's thin layer over SQLite's C API: one connection with its prepared statements cached (one
+// per query text, finalized on close), statements that reset themselves, transactions that roll back
+// unless committed, and every SQLite failure as Errc::io_error naming the file, the operation and
+// sqlite3_errmsg. Internal to the router's store.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "routing/store.hpp"
+#include "sessionturn/error.hpp"
+
+namespace sessionturn::routing {
+
+std::int64_t ToUnixMs(StoreTime t) noexcept;
+StoreTime FromUnixMs(std::int64_t ms) noexcept;
+
+class Stmt;
+
+class Db {
+ public:
+  // Opens the connection only: pragmas and the schema are the caller's (store_open.cpp).
+  static Result<std::unique_ptr<Db>> Open(const std::string& path);
+  ~Db();
+  Db(const Db&) = delete;
+  Db& operator=(const Db&) = delete;
+
+  sqlite3* handle() const noexcept { return db_; }
+  const std::string& path() const noexcept { return path_; }
+
+  // The cached statement for `sql` (prepared on first use), bound to `op` for its errors. Both must be
+  // literals: the cache and the statement keep the views.
+  Result<Stmt> Query(std::string_view op, std::string_view sql);
+  // Runs SQL text that may hold several statements (schema steps, pragmas); nothing is cached.
+  Status Exec(std::string_view op, const std::string& sql);
+  // "router store <path>: <op>: <sqlite3_errmsg>" as Errc::io_error.
+  Error Failure(std::string_view op) const;
+  // Rows the last INSERT/UPDATE/DELETE changed.
+  std::int64_t Changes() const noexcept { return sqlite3_changes(db_); }
+  std::int64_t LastInsertId() const noexcept { return sqlite3_last_insert_rowid(db_); }
+
+ private:
+  Db(std::string path, sqlite3* db) : path_(std::move(path)), db_(db) {}
+
+  std::string path_;
+  sqlite3* db_ = nullptr;
+  // Keyed by the query's text (a literal at its one call site), so one query is one statement.
+  std::unordered_map<std::string_view, sqlite3_stmt*> cache_;
+};
+
+// A cached statement in use: bind, step, read; reset and unbound when it goes, so the next use of
+// the same query starts clean and no statement holds a read transaction open.
+class Stmt {
+ public:
+  Stmt(Db& db, sqlite3_stmt* stmt, std::string_view op) : db_(&db), stmt_(stmt), op_(op) {}
+  ~Stmt();
+  Stmt(Stmt&& other) noexcept : db_(other.db_), stmt_(other.stmt_), op_(other.op_) { other.stmt_ = nullptr; }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+  Stmt& operator=(Stmt&&) = delete;
+
+  // Binds parameters ?1, ?2, ... in order; a ThreadRef takes four, a ChatRef three. Text is copied.
+  template <typename... Args>
+  Stmt& Bind(const Args&... args) {
+    int index = 1;
+    (BindOne(index, args), ...);
+    return *this;
+  }
+
+  Result<bool> Step();  // true: a row is ready; false: done
+  Status Run();         // steps to the end, ignoring rows
+
+  std::string Text(int col) const;
+  std::int64_t Int(int col) const { return sqlite3_column_int64(stmt_, col); }
+  bool Null(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
+  StoreTime Time(int col) const { return FromUnixMs(Int(col)); }
+  ThreadRef Thread(int col) const;  // columns col..col+3
+  ChatRef Chat(int col) const;      // columns col..col+2
+
+ private:
+  void BindOne(int& index, std::string_view text);
+  void BindOne(int& index, const std::string& text) { BindOne(index, std::string_view(text)); }
+  void BindOne(int& index, const char* text) { BindOne(index, std::string_view(text)); }
+  void BindOne(int& index, std::int64_t value);
+  void BindOne(int& index, int value) { BindOne(index, static_cast<std::int64_t>(value)); }
+  void BindOne(int& index, bool value) { BindOne(index, static_cast<std::int64_t>(value ? 1 : 0)); }
+  void BindOne(int& index, StoreTime t) { BindOne(index, ToUnixMs(t)); }
+  void BindOne(int& index, const std::optional<std::string>& text);
+  void BindOne(int& index, const ThreadRef& t);
+  void BindOne(int& index, const ChatRef& c);
+
+  Db* db_;
+  sqlite3_stmt* stmt_;
+  std::string_view op_;  // a literal: the caller's operation name
+  // A bind fails only on a misuse (a wrong index, a string past SQLite's limit); kept for Step.
+  int bind_error_ = SQLITE_OK;
+};
+
+// BEGIN IMMEDIATE ... COMMIT; rolled back when it goes uncommitted (an early return on an error).
+// IMMEDIATE takes the write lock at the start, so a transaction never fails half-way on a busy lock.
+class Transaction {
+ public:
+  static Result<Transaction> Begin(Db& db, std::string_view op);
+  ~Transaction();
+  Transaction(Transaction&& other) noexcept : db_(other.db_), op_(other.op_) { other.db_ = nullptr; }
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+  Transaction& operator=(Transaction&&) = delete;
+
+  Status Commit();
+
+ private:
+  Transaction(Db& db, std::string_view op) : db_(&db), op_(op) {}
+  Db* db_;
+  std::string_view op_;
+};
+
+}  // namespace sessionturn::routing

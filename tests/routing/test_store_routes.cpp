@@ -1,0 +1,209 @@
+// RouterStore's routing tables: thread bindings, a chat's Sessions and its current one, unbinding a
+// Session, the bot-message index and the dedupe keys with their bounds and eviction order.
+#include "test_store_support.hpp"
+
+using namespace store_test;
+
+TEST_CASE("store: a thread binding is found, replaced and marked context-sent", "[routing][store]") {
+  Fixture f;
+  auto& s = *f.store;
+  auto none = s.FindBinding(Thread());
+  REQUIRE(none.has_value());
+  CHECK_FALSE(none->has_value());
+
+  REQUIRE(s.BindThread(Binding{Thread(), "bot-slack-aaaa", At(1000), false}));
+  auto found = s.FindBinding(Thread());
+  REQUIRE(found.has_value());
+  REQUIRE(found->has_value());
+  CHECK(**found == Binding{Thread(), "bot-slack-aaaa", At(1000), false});
+
+  // Every part of the ThreadRef is in the key: no other thread sees this binding.
+  CHECK_FALSE(s.FindBinding(ThreadRef{"slack", "T2", "C123", "1790000000.000100"})->has_value());
+  CHECK_FALSE(s.FindBinding(ThreadRef{"telegram", "T1", "C123", "1790000000.000100"})->has_value());
+  CHECK_FALSE(s.FindBinding(Thread(""))->has_value());
+
+  REQUIRE(s.SetContextSent(Thread()));
+  CHECK((*s.FindBinding(Thread()))->context_sent);
+
+  // Binding again replaces every field.
+  REQUIRE(s.BindThread(Binding{Thread(), "bot-slack-bbbb", At(2000), false}));
+  CHECK(**s.FindBinding(Thread()) == Binding{Thread(), "bot-slack-bbbb", At(2000), false});
+
+  auto missing = s.SetContextSent(Thread("other"));
+  REQUIRE_FALSE(missing);
+  CHECK(missing.error().code == Errc::not_found);
+  CHECK_THAT(missing.error().message, Catch::Contains("C123 thread other is not bound"));
+}
+
+TEST_CASE("store: a chat's Sessions are listed oldest first and the current one must be one of them",
+          "[routing][store]") {
+  Fixture f;
+  auto& s = *f.store;
+  const ChatRef chat{"telegram", "", "-1001"};
+  CHECK(s.ListChatSessions(chat)->empty());
+  CHECK_FALSE(s.Current(chat)->has_value());
+
+  CHECK(*s.AddChatSession(ChatSession{chat, "bot-tg-2", At(2000), "second"}));
+  CHECK(*s.AddChatSession(ChatSession{chat, "bot-tg-1", At(1000), ""}));
+  // Adding one again keeps what was there.
+  CHECK_FALSE(*s.AddChatSession(ChatSession{chat, "bot-tg-2", At(3000), "renamed"}));
+  CHECK(*s.AddChatSession(ChatSession{ChatRef{"telegram", "", "-1002"}, "bot-tg-3", At(500), ""}));
+
+  auto list = s.ListChatSessions(chat);
+  REQUIRE(list.has_value());
+  REQUIRE(list->size() == 2);
+  CHECK((*list)[0] == ChatSession{chat, "bot-tg-1", At(1000), ""});
+  CHECK((*list)[1] == ChatSession{chat, "bot-tg-2", At(2000), "second"});
+
+  auto refused = s.SetCurrent(chat, "bot-tg-3");
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code == Errc::not_found);
+  CHECK_THAT(refused.error().message, Catch::Contains("bot-tg-3 is not one of telegram chat -1001's Sessions"));
+  CHECK_FALSE(s.Current(chat)->has_value());
+
+  REQUIRE(s.SetCurrent(chat, "bot-tg-1"));
+  CHECK(**s.Current(chat) == "bot-tg-1");
+  REQUIRE(s.SetCurrent(chat, "bot-tg-2"));
+  CHECK(**s.Current(chat) == "bot-tg-2");
+  CHECK_FALSE(s.Current(ChatRef{"telegram", "", "-1002"})->has_value());
+}
+
+TEST_CASE("store: UnbindSession removes the Session's bindings, chat entries, current marks and bot messages",
+          "[routing][store]") {
+  Fixture f;
+  auto& s = *f.store;
+  const ChatRef c1{"slack", "T1", "C1"};
+  const ChatRef c2{"slack", "T1", "C2"};
+  REQUIRE(s.BindThread(Binding{Thread("t1", "C1"), "gone", At(1), false}));
+  REQUIRE(s.BindThread(Binding{Thread("t2", "C1"), "gone", At(1), false}));
+  REQUIRE(s.BindThread(Binding{Thread("t3", "C1"), "kept", At(1), false}));
+  REQUIRE(s.AddChatSession(ChatSession{c1, "gone", At(1), ""}));
+  REQUIRE(s.AddChatSession(ChatSession{c1, "kept", At(2), ""}));
+  REQUIRE(s.AddChatSession(ChatSession{c2, "gone", At(1), ""}));
+  REQUIRE(s.SetCurrent(c1, "gone"));
+  REQUIRE(s.SetCurrent(c2, "gone"));
+  REQUIRE(s.IndexBotMessage(BotMessage{c1, "m1", "gone", BotMessageKind::reply}));
+  REQUIRE(s.IndexBotMessage(BotMessage{c1, "m2", "kept", BotMessageKind::reply}));
+  REQUIRE(s.AddInbox(Thread("t1", "C1"), "gone", Message("queued"), At(5)));
+
+  auto removed = s.UnbindSession("gone");
+  REQUIRE(removed.has_value());
+  CHECK(*removed == 2 + 2 + 2 + 1);  // bindings, chat sessions, current marks, bot messages
+
+  CHECK_FALSE(s.FindBinding(Thread("t1", "C1"))->has_value());
+  CHECK_FALSE(s.FindBinding(Thread("t2", "C1"))->has_value());
+  CHECK((*s.FindBinding(Thread("t3", "C1")))->session == "kept");
+  REQUIRE(s.ListChatSessions(c1)->size() == 1);
+  CHECK(s.ListChatSessions(c2)->empty());
+  CHECK_FALSE(s.Current(c1)->has_value());
+  CHECK_FALSE(s.Current(c2)->has_value());
+  CHECK_FALSE(s.FindBotMessage(c1, "m1")->has_value());
+  CHECK(s.FindBotMessage(c1, "m2")->has_value());
+  // Work in progress is the Router's to settle.
+  CHECK(s.ListInbox("gone")->size() == 1);
+
+  CHECK(*s.UnbindSession("gone") == 0);
+}
+
+TEST_CASE("store: a bot message is found per chat and indexing it again updates it", "[routing][store]") {
+  Fixture f;
+  auto& s = *f.store;
+  const ChatRef chat{"slack", "T1", "C1"};
+  CHECK_FALSE(s.FindBotMessage(chat, "m1")->has_value());
+  REQUIRE(s.IndexBotMessage(BotMessage{chat, "m1", "sess-a", BotMessageKind::placeholder}));
+  REQUIRE(s.IndexBotMessage(BotMessage{ChatRef{"slack", "T1", "C2"}, "m1", "sess-b", BotMessageKind::note}));
+  CHECK(**s.FindBotMessage(chat, "m1") == BotMessage{chat, "m1", "sess-a", BotMessageKind::placeholder});
+  CHECK((*s.FindBotMessage(ChatRef{"slack", "T1", "C2"}, "m1"))->session == "sess-b");
+
+  REQUIRE(s.IndexBotMessage(BotMessage{chat, "m1", "sess-a", BotMessageKind::reply}));
+  CHECK((*s.FindBotMessage(chat, "m1"))->kind == BotMessageKind::reply);
+
+  for (auto kind : {BotMessageKind::reply, BotMessageKind::placeholder, BotMessageKind::question,
+                    BotMessageKind::picker, BotMessageKind::receipt, BotMessageKind::note}) {
+    const std::string id = "k-" + std::string(ToString(kind));
+    REQUIRE(s.IndexBotMessage(BotMessage{chat, id, "sess-a", kind}));
+    CHECK((*s.FindBotMessage(chat, id))->kind == kind);
+  }
+}
+
+TEST_CASE("store: the bot-message index keeps the newest rows by insertion", "[routing][store]") {
+  TempDir dir;
+  StoreLimits limits;
+  limits.bot_messages = 3;
+  auto store = OpenStore(dir.File("router.db"), limits);
+  auto& s = *store;
+  const ChatRef chat{"slack", "T1", "C1"};
+  auto index = [&](const std::string& id, const std::string& session = "s") {
+    REQUIRE(s.IndexBotMessage(BotMessage{chat, id, session, BotMessageKind::reply}));
+  };
+  auto has = [&](const std::string& id) { return s.FindBotMessage(chat, id)->has_value(); };
+
+  index("a");
+  index("b");
+  index("c");
+  // Indexing "a" again does not make it newer: the order is the first insertion's.
+  index("a", "s2");
+  index("d");
+  CHECK_FALSE(has("a"));
+  CHECK(has("b"));
+  CHECK(has("c"));
+  CHECK(has("d"));
+
+  // Rows removed by other means leave room: the bound counts rows, not ids.
+  REQUIRE(*s.UnbindSession("gone") == 0);
+  index("e", "gone");
+  CHECK_FALSE(has("b"));
+  REQUIRE(*s.UnbindSession("gone") == 1);
+  index("f");
+  CHECK(has("c"));
+  CHECK(has("d"));
+  CHECK(has("f"));
+  index("g");
+  CHECK_FALSE(has("c"));
+  CHECK(has("d"));
+
+  store.reset();
+  RawDb raw(dir.File("router.db"));
+  CHECK(raw.Int("SELECT count(*) FROM bot_messages") == 3);
+  CHECK(raw.Int("SELECT n FROM row_counts WHERE name = 'bot_messages'") == 3);
+}
+
+TEST_CASE("store: a dedupe key is seen the second time, per kind, and can be forgotten", "[routing][store]") {
+  Fixture f;
+  auto& s = *f.store;
+  CHECK_FALSE(*s.SeenOrRemember(DedupeKind::event, "slack:T1:Ev1"));
+  CHECK(*s.SeenOrRemember(DedupeKind::event, "slack:T1:Ev1"));
+  CHECK(*s.SeenOrRemember(DedupeKind::event, "slack:T1:Ev1"));
+  // The kinds are separate: the same string as a message key is new.
+  CHECK_FALSE(*s.SeenOrRemember(DedupeKind::message, "slack:T1:Ev1"));
+
+  CHECK(*s.Forget(DedupeKind::event, "slack:T1:Ev1"));
+  CHECK_FALSE(*s.Forget(DedupeKind::event, "slack:T1:Ev1"));
+  CHECK_FALSE(*s.SeenOrRemember(DedupeKind::event, "slack:T1:Ev1"));
+  CHECK(*s.SeenOrRemember(DedupeKind::message, "slack:T1:Ev1"));
+}
+
+TEST_CASE("store: dedupe keys are bounded per kind with the oldest evicted", "[routing][store]") {
+  TempDir dir;
+  StoreLimits limits;
+  limits.dedupe_per_kind = 3;
+  auto store = OpenStore(dir.File("router.db"), limits);
+  auto& s = *store;
+  for (const char* k : {"e1", "e2", "e3"}) REQUIRE_FALSE(*s.SeenOrRemember(DedupeKind::event, k));
+  for (const char* k : {"m1", "m2", "m3", "m4", "m5"}) REQUIRE_FALSE(*s.SeenOrRemember(DedupeKind::message, k));
+  // Five message keys pushed out the two oldest message keys and no event key.
+  CHECK_FALSE(*s.Forget(DedupeKind::message, "m2"));
+  CHECK(*s.SeenOrRemember(DedupeKind::message, "m3"));
+  CHECK(*s.SeenOrRemember(DedupeKind::event, "e1"));
+  // A key seen again keeps its place: e1 is still the oldest, and e4 evicts it.
+  REQUIRE_FALSE(*s.SeenOrRemember(DedupeKind::event, "e4"));
+  CHECK_FALSE(*s.Forget(DedupeKind::event, "e1"));
+  CHECK(*s.SeenOrRemember(DedupeKind::event, "e2"));
+  CHECK(*s.SeenOrRemember(DedupeKind::event, "e3"));
+  CHECK(*s.SeenOrRemember(DedupeKind::event, "e4"));
+
+  store.reset();
+  RawDb raw(dir.File("router.db"));
+  CHECK(raw.Int("SELECT count(*) FROM dedupe WHERE kind = 'event'") == 3);
+  CHECK(raw.Int("SELECT count(*) FROM dedupe WHERE kind = 'message'") == 3);
+}

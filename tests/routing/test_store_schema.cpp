@@ -1,0 +1,113 @@
+// The store's schema versions: a new store is at this build's version with every table; steps apply in
+// order, each whole or not at all, only past the file's version (a synthetic v1 -> v2 shows how a
+// release adds one); a file newer than the steps is refused.
+#include <fstream>
+
+#include "routing/store_schema.hpp"
+#include "test_store_support.hpp"
+
+using namespace store_test;
+
+namespace {
+
+std::unique_ptr<Db> OpenDb(const std::string& path) {
+  auto db = Db::Open(path);
+  REQUIRE(db.has_value());
+  return std::move(*db);
+}
+
+std::int64_t Version(Db& db) {
+  auto v = ReadSchemaVersion(db);
+  REQUIRE(v.has_value());
+  return *v;
+}
+
+constexpr SchemaStep kV1{1, "v1: notes", "CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT NOT NULL);"};
+constexpr SchemaStep kV2{2, "v2: notes have an author",
+                         "ALTER TABLE notes ADD COLUMN author TEXT NOT NULL DEFAULT 'unknown';"
+                         "CREATE INDEX notes_by_author ON notes (author);"};
+
+}  // namespace
+
+TEST_CASE("store schema: a new store is at this build's version with every table", "[routing][store]") {
+  TempDir dir;
+  const std::string path = dir.File("router.db");
+  OpenStore(path).reset();
+  REQUIRE(SchemaVersion() == 1);
+  REQUIRE(SchemaSteps().size() == 1);
+  RawDb raw(path);
+  CHECK(raw.Int("PRAGMA user_version") == SchemaVersion());
+  for (const char* table : {"bindings", "chat_sessions", "current_sessions", "bot_messages", "dedupe", "row_counts",
+                            "inbox", "turns", "outbox", "questions"}) {
+    INFO(table);
+    CHECK(raw.Int(std::string("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = '") + table + "'") ==
+          1);
+  }
+}
+
+TEST_CASE("store schema: steps apply past the file's version and keep its rows", "[routing][store]") {
+  TempDir dir;
+  const std::string path = dir.File("notes.db");
+  {
+    auto db = OpenDb(path);
+    CHECK(Version(*db) == 0);
+    const SchemaStep v1_only[] = {kV1};
+    REQUIRE(Migrate(*db, v1_only));
+    CHECK(Version(*db) == 1);
+    REQUIRE(db->Exec("insert a note", "INSERT INTO notes (text) VALUES ('written by v1')"));
+  }
+  // A later release: the same v1, then v2. Only v2 runs, and the v1 row gets v2's default.
+  auto db = OpenDb(path);
+  const SchemaStep both[] = {kV1, kV2};
+  REQUIRE(Migrate(*db, both));
+  CHECK(Version(*db) == 2);
+  RawDb raw(path);
+  CHECK(raw.Int("SELECT count(*) FROM notes WHERE text = 'written by v1' AND author = 'unknown'") == 1);
+  // Opening again applies nothing (v1's CREATE TABLE would fail if it ran twice).
+  REQUIRE(Migrate(*db, both));
+  CHECK(Version(*db) == 2);
+
+  // The v1 build meets the v2 file: refused, naming both.
+  const SchemaStep v1_only[] = {kV1};
+  auto refused = Migrate(*db, v1_only);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code == Errc::io_error);
+  CHECK_THAT(refused.error().message, Catch::Contains("has schema version 2, newer than this build's 1"));
+}
+
+TEST_CASE("store schema: a failing step changes nothing, its version included", "[routing][store]") {
+  TempDir dir;
+  const std::string path = dir.File("notes.db");
+  auto db = OpenDb(path);
+  const SchemaStep broken[] = {kV1, {2, "v2: broken", "CREATE TABLE half (x); CREATE TABLE notes (y);"}};
+  auto failed = Migrate(*db, broken);
+  REQUIRE_FALSE(failed);
+  CHECK(failed.error().code == Errc::io_error);
+  CHECK_THAT(failed.error().message, Catch::Contains("schema step v2: broken"));
+  CHECK_THAT(failed.error().message, Catch::Contains("table notes already exists"));
+  CHECK(Version(*db) == 1);  // v1 committed on its own
+  RawDb raw(path);
+  CHECK(raw.Int("SELECT count(*) FROM sqlite_schema WHERE name = 'half'") == 0);
+}
+
+TEST_CASE("store schema: steps out of order are refused", "[routing][store]") {
+  TempDir dir;
+  auto db = OpenDb(dir.File("notes.db"));
+  const SchemaStep skipped[] = {kV1, {3, "v3: skips v2", "SELECT 1;"}};
+  auto refused = Migrate(*db, skipped);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code == Errc::internal);
+  CHECK_THAT(refused.error().message, Catch::Contains("v3: skips v2 is number 2"));
+  CHECK(Version(*db) == 0);
+}
+
+TEST_CASE("store schema: an empty file is a version 0 store and becomes this build's", "[routing][store]") {
+  TempDir dir;
+  const std::string path = dir.File("router.db");
+  { std::ofstream touch(path); }
+  auto s = OpenStore(path);
+  REQUIRE(s->SeenOrRemember(DedupeKind::event, "works"));
+  s.reset();
+  RawDb raw(path);
+  CHECK(raw.Int("PRAGMA user_version") == SchemaVersion());
+}

@@ -1,0 +1,431 @@
+// RouterStore's work in progress: the inbox and AcceptMessage (dedupe and inbox in one transaction,
+// also when the transaction fails half-way), in-flight turns, the outbox and CompleteTurn, open
+// questions, and values that must come back exactly (every message field, unicode, long text).
+#include <vector>
+
+#include "test_store_support.hpp"
+
+using namespace store_test;
+
+namespace {
+
+InboundMessage FullMessage() {
+  InboundMessage m;
+  m.platform = "telegram";
+  m.workspace = "";
+  m.chat = "-1001234";
+  m.thread = "77";
+  m.message_id = "4242";
+  m.reply_to_message_id = "4200";
+  m.author_id = "99";
+  m.author_name = "Zoë \"Z\" O'Brien";
+  m.text = "line one\nline two\t\"quoted\" \\ back";
+  m.attachments_text = {"caption", "", "file.txt: hello"};
+  m.is_bot = true;
+  m.is_self = true;
+  m.mentions_bot = true;
+  m.is_private_chat = true;
+  m.event_id = "123456789";
+  m.received = At(1'790'000'123'456);
+  m.kind = MessageKind::edited;
+  return m;
+}
+
+void CheckSameMessage(const InboundMessage& a, const InboundMessage& b) {
+  CHECK(a.platform == b.platform);
+  CHECK(a.workspace == b.workspace);
+  CHECK(a.chat == b.chat);
+  CHECK(a.thread == b.thread);
+  CHECK(a.message_id == b.message_id);
+  CHECK(a.reply_to_message_id == b.reply_to_message_id);
+  CHECK(a.author_id == b.author_id);
+  CHECK(a.author_name == b.author_name);
+  CHECK(a.text == b.text);
+  CHECK(a.attachments_text == b.attachments_text);
+  CHECK(a.is_bot == b.is_bot);
+  CHECK(a.is_self == b.is_self);
+  CHECK(a.mentions_bot == b.mentions_bot);
+  CHECK(a.is_private_chat == b.is_private_chat);
+  CHECK(a.event_id == b.event_id);
+  CHECK(a.received == b.received);
+  CHECK(a.kind == b.kind);
+}
+
+std::vector<DedupeKey> Keys(const std::string& event, const std::string& message) {
+  return {DedupeKey{DedupeKind::event, event}, DedupeKey{DedupeKind::message, message}};
+}
+
+OutboxEntry Reply(const std::string& request_id) {
+  OutboxEntry e;
+  e.thread = Thread();
+  e.session = "sess";
+  e.request_id = request_id;
+  e.parts = {"(1/2) first", "(2/2) second"};
+  e.placeholder_id = "ph-1";
+  e.next_attempt = At(5000);
+  return e;
+}
+
+}  // namespace
+
+TEST_CASE("store: inbox entries keep every message field and come back in id order", "[routing][store]") {
+  Fixture f;
+  auto& s = *f.store;
+  auto a = s.AddInbox(Thread(), "sess-a", FullMessage(), At(10));
+  auto b = s.AddInbox(Thread("other"), "sess-b", Message("second"), At(20));
+  auto c = s.AddInbox(Thread(), "sess-a", Message("third"), At(30));
+  REQUIRE(a.has_value());
+  REQUIRE(b.has_value());
+  REQUIRE(c.has_value());
+  CHECK(*a < *b);
+  CHECK(*b < *c);
+
+  auto all = s.ListInbox();
+  REQUIRE(all.has_value());
+  REQUIRE(all->size() == 3);
+  const InboxEntry& first = (*all)[0];
+  CHECK(first.id == *a);
+  CHECK(first.thread == Thread());
+  CHECK(first.session == "sess-a");
+  CheckSameMessage(first.message, FullMessage());
+  CHECK(first.accepted == At(10));
+  CHECK_FALSE(first.edited_text.has_value());
+  CHECK_FALSE(first.deleted);
+  CHECK((*all)[1].id == *b);
+  CHECK((*all)[2].message.text == "third");
+
+  auto of_a = s.ListInbox("sess-a");
+  REQUIRE(of_a->size() == 2);
+  CHECK((*of_a)[0].id == *a);
+  CHECK((*of_a)[1].id == *c);
+  CHECK(s.ListInbox("nobody")->empty());
+}
+
+TEST_CASE("store: an inbox entry is edited, marked deleted and removed", "[routing][store]") {
+  Fixture f;
+  auto& s = *f.store;
+  const auto id = *s.AddInbox(Thread(), "sess", Message("before"), At(1));
+  REQUIRE(s.UpdateInboxText(id, "after"));
+  REQUIRE(s.UpdateInboxText(id, ""));  // edited to nothing is still edited
+  auto e = s.ListInbox()->at(0);
+  REQUIRE(e.edited_text.has_value());
+  CHECK(*e.edited_text == "");
+  CHECK(e.message.text == "before");
+  REQUIRE(s.MarkInboxDeleted(id));
+  CHECK(s.ListInbox()->at(0).deleted);
+
+  CHECK(*s.RemoveInbox(id));
+  CHECK_FALSE(*s.RemoveInbox(id));
+  auto edit = s.UpdateInboxText(id, "late");
+  REQUIRE_FALSE(edit);
+  CHECK(edit.error().code == Errc::not_found);
+  CHECK_THAT(edit.error().message, Catch::Contains("no inbox entry " + std::to_string(id)));
+  CHECK(s.MarkInboxDeleted(id).error().code == Errc::not_found);
+
+  // Ids are never reused, even for the last one removed.
+  CHECK(*s.AddInbox(Thread(), "sess", Message("next"), At(2)) > id);
+}
+
+TEST_CASE("store: AcceptMessage records the keys and the inbox entry, or nothing for a redelivery",
+          "[routing][store]") {
+  Fixture f;
+  auto& s = *f.store;
+  auto first = s.AcceptMessage(Thread(), "sess", Message("hi"), Keys("Ev1", "M1"), At(1));
+  REQUIRE(first.has_value());
+  REQUIRE(first->has_value());
+  CHECK(s.ListInbox()->size() == 1);
+
+  // The same delivery again, or the same message in a new delivery, or a new message id with the
+  // same delivery id: all duplicates, and none leaves its new key behind.
+  for (const auto& keys : {Keys("Ev1", "M1"), Keys("Ev2", "M1"), Keys("Ev1", "M2")}) {
+    auto again = s.AcceptMessage(Thread(), "sess", Message("hi"), keys, At(2));
+    REQUIRE(again.has_value());
+    CHECK_FALSE(again->has_value());
+  }
+  CHECK(s.ListInbox()->size() == 1);
+  CHECK_FALSE(*s.Forget(DedupeKind::event, "Ev2"));
+  CHECK_FALSE(*s.Forget(DedupeKind::message, "M2"));
+
+  // A key listed twice is one key; no keys at all always accepts.
+  auto twice = s.AcceptMessage(Thread(), "sess", Message("x"),
+                               std::vector<DedupeKey>{{DedupeKind::event, "Ev3"}, {DedupeKind::event, "Ev3"}}, At(3));
+  REQUIRE(twice.has_value());
+  CHECK(twice->has_value());
+  CHECK(s.AcceptMessage(Thread(), "sess", Message("y"), {}, At(4))->has_value());
+  CHECK(s.AcceptMessage(Thread(), "sess", Message("y"), {}, At(5))->has_value());
+  CHECK(s.ListInbox()->size() == 4);
+  CHECK(*s.SeenOrRemember(DedupeKind::event, "Ev3"));
+}
+
+TEST_CASE("store: AcceptMessage failing after its keys were written leaves neither keys nor entry",
+          "[routing][store]") {
+  Fixture f;
+  auto& s = *f.store;
+  RawDb raw(f.path);
+  // A real SQLite failure half-way through the transaction: the keys are in, the inbox insert aborts.
+  raw.Exec("CREATE TRIGGER fail_inbox BEFORE INSERT ON inbox BEGIN SELECT RAISE(ABORT, 'injected failure'); END");
+  auto failed = s.AcceptMessage(Thread(), "sess", Message("hi"), Keys("Ev1", "M1"), At(1));
+  REQUIRE_FALSE(failed);
+  CHECK(failed.error().code == Errc::io_error);
+  CHECK_THAT(failed.error().message, Catch::Contains("router store " + f.path + ": AcceptMessage: injected failure"));
+  CHECK(s.ListInbox()->empty());
+  CHECK(raw.Int("SELECT count(*) FROM dedupe") == 0);
+  CHECK(raw.Int("SELECT n FROM row_counts WHERE name = 'dedupe:event'") == 0);
+
+  raw.Exec("DROP TRIGGER fail_inbox");
+  auto retried = s.AcceptMessage(Thread(), "sess", Message("hi"), Keys("Ev1", "M1"), At(2));
+  REQUIRE(retried.has_value());
+  CHECK(retried->has_value());
+  CHECK(s.ListInbox()->size() == 1);
+}
+
+TEST_CASE("store: BeginTurn moves an inbox entry to the turns with its edited text", "[routing][store]") {
+  Fixture f;
+  auto& s = *f.store;
+  const auto id = *s.AddInbox(Thread(), "sess", Message("original"), At(1));
+  const auto other = *s.AddInbox(Thread(), "sess", Message("next"), At(2));
+  REQUIRE(s.UpdateInboxText(id, "edited"));
+
+  auto turn = s.BeginTurn(id, "req-1", At(100));
+  REQUIRE(turn.has_value());
+  CHECK(turn->inbox_id == id);
+  CHECK(turn->request_id == "req-1");
+  CHECK(turn->session == "sess");
+  CHECK(turn->thread == Thread());
+  CHECK(turn->author_id == "U1");
+  CHECK(turn->message.text == "edited");
+  CHECK(turn->message.message_id == "1790000001.000200");
+  CHECK(turn->placeholder_id.empty());
+  CHECK(turn->cursor == TurnCursor{});
+  CHECK(turn->started == At(100));
+
+  auto inbox = s.ListInbox();
+  REQUIRE(inbox->size() == 1);
+  CHECK(inbox->at(0).id == other);
+  auto turns = s.ListTurns();
+  REQUIRE(turns->size() == 1);
+  CHECK(turns->at(0).request_id == "req-1");
+  CHECK(turns->at(0).message.text == "edited");
+  CHECK(turns->at(0).started == At(100));
+
+  SECTION("a request id in use is refused and the entry stays in the inbox") {
+    auto dup = s.BeginTurn(other, "req-1", At(101));
+    REQUIRE_FALSE(dup);
+    CHECK(dup.error().code == Errc::invalid_argument);
+    CHECK_THAT(dup.error().message, Catch::Contains("request id req-1 is in use"));
+    CHECK(s.ListInbox()->size() == 1);
+    CHECK(s.ListTurns()->size() == 1);
+  }
+  SECTION("an entry that is gone, or that its author deleted, is refused") {
+    auto gone = s.BeginTurn(id, "req-2", At(101));
+    REQUIRE_FALSE(gone);
+    CHECK(gone.error().code == Errc::not_found);
+    CHECK_THAT(gone.error().message, Catch::Contains("no inbox entry " + std::to_string(id)));
+    REQUIRE(s.MarkInboxDeleted(other));
+    auto deleted = s.BeginTurn(other, "req-2", At(101));
+    REQUIRE_FALSE(deleted);
+    CHECK(deleted.error().code == Errc::invalid_argument);
+    CHECK_THAT(deleted.error().message, Catch::Contains("was deleted by its author"));
+    CHECK(s.ListInbox()->size() == 1);
+    CHECK(s.BeginTurn(other, "", At(1)).error().code == Errc::invalid_argument);
+  }
+}
+
+TEST_CASE("store: a turn's cursor and placeholder are updated and the turn finished", "[routing][store]") {
+  Fixture f;
+  auto& s = *f.store;
+  REQUIRE(s.BeginTurn(*s.AddInbox(Thread(), "sess", Message("a"), At(1)), "req-a", At(10), "ph-a"));
+  REQUIRE(s.BeginTurn(*s.AddInbox(Thread("t2"), "sess", Message("b"), At(2)), "req-b", At(20)));
+
+  REQUIRE(s.UpdateTurnCursor("req-b", TurnCursor{41, "journal-1", "turn-9", 3}));
+  REQUIRE(s.UpdateTurnCursor("req-b", TurnCursor{42, "journal-1", "turn-9", 4}));
+  REQUIRE(s.SetTurnPlaceholder("req-b", "ph-b"));
+  auto turns = s.ListTurns();
+  REQUIRE(turns->size() == 2);
+  CHECK(turns->at(0).request_id == "req-a");  // in the order they began
+  CHECK(turns->at(0).placeholder_id == "ph-a");
+  CHECK(turns->at(0).cursor == TurnCursor{});
+  CHECK(turns->at(1).request_id == "req-b");
+  CHECK(turns->at(1).thread == Thread("t2"));
+  CHECK(turns->at(1).placeholder_id == "ph-b");
+  CHECK(turns->at(1).cursor == TurnCursor{42, "journal-1", "turn-9", 4});
+
+  auto missing = s.UpdateTurnCursor("req-x", TurnCursor{1, "j", "t", 1});
+  REQUIRE_FALSE(missing);
+  CHECK(missing.error().code == Errc::not_found);
+  CHECK_THAT(missing.error().message, Catch::Contains("no turn in flight with request id req-x"));
+  CHECK(s.SetTurnPlaceholder("req-x", "p").error().code == Errc::not_found);
+
+  CHECK(*s.FinishTurn("req-a"));
+  CHECK_FALSE(*s.FinishTurn("req-a"));
+  REQUIRE(s.ListTurns()->size() == 1);
+}
+
+TEST_CASE("store: CompleteTurn queues the reply once and the outbox entry is updated and removed", "[routing][store]") {
+  Fixture f;
+  auto& s = *f.store;
+  REQUIRE(s.BeginTurn(*s.AddInbox(Thread(), "sess", Message("a"), At(1)), "req-1", At(10)));
+  auto id = s.CompleteTurn(Reply("req-1"));
+  REQUIRE(id.has_value());
+  CHECK(s.ListTurns()->empty());
+
+  // The turn is gone, so a second completion (a retry, a bug) queues nothing.
+  auto again = s.CompleteTurn(Reply("req-1"));
+  REQUIRE_FALSE(again);
+  CHECK(again.error().code == Errc::not_found);
+  CHECK_THAT(again.error().message, Catch::Contains("req-1"));
+
+  OutboxEntry note = Reply("");
+  note.parts = {"a note"};
+  note.placeholder_id.clear();
+  auto note_id = s.AddOutbox(note);
+  REQUIRE(note_id.has_value());
+  CHECK(*note_id > *id);
+
+  auto box = s.ListOutbox();
+  REQUIRE(box->size() == 2);
+  const OutboxEntry& e = box->at(0);
+  CHECK(e.id == *id);
+  CHECK(e.thread == Thread());
+  CHECK(e.session == "sess");
+  CHECK(e.request_id == "req-1");
+  CHECK(e.parts == std::vector<std::string>{"(1/2) first", "(2/2) second"});
+  CHECK(e.next_part == 0);
+  CHECK(e.placeholder_id == "ph-1");
+  CHECK(e.attempts == 0);
+  CHECK(e.next_attempt == At(5000));
+  CHECK(e.last_error.empty());
+  CHECK(box->at(1).parts == std::vector<std::string>{"a note"});
+
+  REQUIRE(s.UpdateOutbox(*id, 1, 2, At(9000), "unavailable: 429"));
+  const OutboxEntry updated = s.ListOutbox()->at(0);
+  CHECK(updated.next_part == 1);
+  CHECK(updated.attempts == 2);
+  CHECK(updated.next_attempt == At(9000));
+  CHECK(updated.last_error == "unavailable: 429");
+  CHECK(updated.parts == e.parts);
+
+  CHECK(*s.RemoveOutbox(*id));
+  CHECK_FALSE(*s.RemoveOutbox(*id));
+  CHECK(s.UpdateOutbox(*id, 1, 1, At(1), "").error().code == Errc::not_found);
+  REQUIRE(s.ListOutbox()->size() == 1);
+}
+
+TEST_CASE("store: open questions are found by id, by message and by thread", "[routing][store]") {
+  Fixture f;
+  auto& s = *f.store;
+  OpenQuestion q;
+  q.id = "q7x";
+  q.session = "sess";
+  q.request_id = "req-1";
+  q.input_id = "input-3";
+  q.thread = Thread();
+  q.message_id = "m-ask";
+  q.questions = {InputQuestion{"color", "Colour", "Which one?", {{"red", "warm"}, {"blue", ""}}, true, false},
+                 InputQuestion{"token", "", "Paste it", {}, false, true}};
+  q.asker_id = "U1";
+  q.deadline = At(60'000);
+  REQUIRE(s.AddQuestion(q));
+  OpenQuestion q2 = q;
+  q2.id = "q8y";
+  q2.message_id = "m-ask-2";
+  q2.questions = {};
+  REQUIRE(s.AddQuestion(q2));
+  OpenQuestion elsewhere = q;
+  elsewhere.id = "q9z";
+  elsewhere.thread = Thread("other");
+  elsewhere.message_id = "m-ask-3";
+  REQUIRE(s.AddQuestion(elsewhere));
+
+  auto dup = s.AddQuestion(q);
+  REQUIRE_FALSE(dup);
+  CHECK(dup.error().code == Errc::invalid_argument);
+  CHECK_THAT(dup.error().message, Catch::Contains("q7x is in use"));
+  OpenQuestion no_id = q;
+  no_id.id.clear();
+  CHECK(s.AddQuestion(no_id).error().code == Errc::invalid_argument);
+
+  auto found = s.FindQuestion("q7x");
+  REQUIRE(found.has_value());
+  REQUIRE(found->has_value());
+  const OpenQuestion& g = **found;
+  CHECK(g.id == q.id);
+  CHECK(g.session == q.session);
+  CHECK(g.request_id == q.request_id);
+  CHECK(g.input_id == q.input_id);
+  CHECK(g.thread == q.thread);
+  CHECK(g.message_id == q.message_id);
+  CHECK(g.questions == q.questions);
+  CHECK(g.asker_id == q.asker_id);
+  CHECK(g.deadline == q.deadline);
+  CHECK_FALSE(s.FindQuestion("nope")->has_value());
+
+  auto by_message = s.FindQuestionByMessage(ChatRef::Of(Thread()), "m-ask-2");
+  REQUIRE(by_message->has_value());
+  CHECK((*by_message)->id == "q8y");
+  CHECK((*by_message)->questions.empty());
+  CHECK_FALSE(s.FindQuestionByMessage(ChatRef{"slack", "T1", "C999"}, "m-ask")->has_value());
+
+  auto here = s.OpenQuestionsIn(Thread());
+  REQUIRE(here->size() == 2);
+  CHECK(here->at(0).id == "q7x");
+  CHECK(here->at(1).id == "q8y");
+  CHECK(s.OpenQuestionsIn(Thread("other"))->size() == 1);
+
+  CHECK(*s.RemoveQuestion("q7x"));
+  CHECK_FALSE(*s.RemoveQuestion("q7x"));
+  auto all = s.ListQuestions();
+  REQUIRE(all->size() == 2);
+  CHECK(all->at(0).id == "q8y");
+  CHECK(all->at(1).id == "q9z");
+}
+
+TEST_CASE("store: unicode and very long strings round-trip", "[routing][store]") {
+  Fixture f;
+  auto& s = *f.store;
+  std::string long_text;
+  while (long_text.size() < (4u << 20)) long_text += "naïve café 日本語 🎉 ";
+  const std::string name = "セッション-🎉-" + std::string(300, 'x');
+  const ThreadRef thread{"slack", "Tü", "Cé", "スレッド"};
+
+  InboundMessage m = Message(long_text);
+  m.author_name = "Ζωή \u202e bidi \u200b zero-width";
+  m.attachments_text = {long_text.substr(0, 100'000), "🎉"};
+  std::string nul_text = "before";
+  nul_text += '\0';
+  nul_text += "after";
+  m.reply_to_message_id = nul_text;
+  const auto id = *s.AddInbox(thread, name, m, At(1));
+  auto e = s.ListInbox(name)->at(0);
+  CHECK(e.id == id);
+  CHECK(e.thread == thread);
+  CHECK(e.session == name);
+  CheckSameMessage(e.message, m);
+
+  REQUIRE(s.BindThread(Binding{thread, name, At(1), false}));
+  CHECK((*s.FindBinding(thread))->session == name);
+  REQUIRE(s.AddChatSession(ChatSession{ChatRef::Of(thread), name, At(1), long_text}));
+  CHECK(s.ListChatSessions(ChatRef::Of(thread))->at(0).label == long_text);
+  CHECK(!*s.SeenOrRemember(DedupeKind::message, long_text));
+  CHECK(*s.SeenOrRemember(DedupeKind::message, long_text));
+
+  OutboxEntry reply = Reply("");
+  reply.parts = {long_text, "", "🎉"};
+  reply.last_error = "ошибка";
+  REQUIRE(s.AddOutbox(reply));
+  auto box = s.ListOutbox()->at(0);
+  CHECK(box.parts == reply.parts);
+  CHECK(box.last_error == "ошибка");
+}
+
+TEST_CASE("store: text that is not UTF-8 is kept in plain columns and replaced in a stored message",
+          "[routing][store]") {
+  Fixture f;
+  auto& s = *f.store;
+  const std::string bad = "ok \xff\xfe bad";
+  // A message is never refused for an adapter's bad bytes: JSON cannot hold them, so they become U+FFFD.
+  REQUIRE(s.AddInbox(Thread(), bad, Message(bad), At(1)));
+  auto e = s.ListInbox()->at(0);
+  CHECK(e.session == bad);
+  CHECK(e.message.text == "ok \xef\xbf\xbd\xef\xbf\xbd bad");
+}
