@@ -2,9 +2,11 @@
 // waits for them in the blocking forms and the destructor.
 #include "sessionturn/driver.hpp"
 
+#include <cstdint>
 #include <future>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "driver/driver_impl.hpp"
 #include "driver/one_shot_op.hpp"
@@ -13,9 +15,22 @@
 
 namespace sessionturn {
 
+using driver_detail::OneShotHandler;
 using driver_detail::OneShotOp;
 using driver_detail::TurnOp;
 using driver_detail::WatchOp;
+
+namespace {
+// The turns in flight now, held so that they can be told something after the lock is released.
+std::vector<std::shared_ptr<TurnOp>> LiveTurns(Driver::Impl& impl) {
+  std::vector<std::shared_ptr<TurnOp>> turns;
+  std::lock_guard lock(impl.mu);
+  for (auto& [key, weak] : impl.turns) {
+    if (auto op = weak.lock()) turns.push_back(std::move(op));
+  }
+  return turns;
+}
+}  // namespace
 
 // ---- Driver --------------------------------------------------------------------------------------
 
@@ -23,13 +38,10 @@ Driver::Driver(Context& context, std::shared_ptr<Connector> connector)
     : impl_(std::make_shared<Impl>(context, std::move(connector))) {}
 
 Driver::~Driver() {
-  std::vector<std::shared_ptr<TurnOp>> turns;
+  std::vector<std::shared_ptr<TurnOp>> turns = LiveTurns(*impl_);
   std::vector<std::shared_ptr<WatchOp>> watches;
   {
     std::lock_guard lock(impl_->mu);
-    for (auto& [key, weak] : impl_->turns) {
-      if (auto op = weak.lock()) turns.push_back(std::move(op));
-    }
     for (auto& [key, weak] : impl_->watches) {
       if (auto op = weak.lock()) watches.push_back(std::move(op));
     }
@@ -68,12 +80,18 @@ Status ValidateOptions(const TurnOptions& options) {
   return {};
 }
 
-Status ValidateTurn(const std::string& prompt, const TurnOptions& options) {
-  if (TrimUnicodeSpace(prompt).empty()) return Fail(Errc::invalid_argument, "the prompt is empty");
-  if (!options.allow_commands && IsRuntimeCommand(prompt)) {
+// A prompt, or the new text of a queued turn (`what` names it): the runtime parses both as commands.
+Status ValidatePrompt(const std::string& text, bool allow_commands, const std::string& what) {
+  if (TrimUnicodeSpace(text).empty()) return Fail(Errc::invalid_argument, what + " is empty");
+  if (!allow_commands && IsRuntimeCommand(text)) {
     return Fail(Errc::invalid_argument,
-                "the prompt would run as a runtime command ('!' shell or '/goal'); set allow_commands to send it");
+                what + " would run as a runtime command ('!' shell or '/goal'); set allow_commands to send it");
   }
+  return {};
+}
+
+Status ValidateTurn(const std::string& prompt, const TurnOptions& options) {
+  if (auto valid = ValidatePrompt(prompt, options.allow_commands, "the prompt"); !valid) return valid;
   return ValidateOptions(options);
 }
 
@@ -161,26 +179,82 @@ WatchHandle Driver::Watch(WatchOptions options, WatchCallback callback, WatchEnd
 }
 
 namespace {
-void StartOneShot(const std::shared_ptr<Driver::Impl>& impl, ClientRequest request, std::chrono::milliseconds timeout,
-                  Driver::StatusHandler handler, const char* what) {
-  if (impl->context.Stopped()) return ReportNow(impl->context, std::move(handler), Status(Fail(StoppedContextError(what))));
+// Every wait has a deadline: a zero or negative one is a mistake, not "forever".
+Status ValidateTimeout(std::chrono::milliseconds timeout, const std::string& what) {
+  if (timeout.count() <= 0) return Fail(Errc::invalid_argument, what + ": the timeout must be positive");
+  return {};
+}
+
+Status ValidateQueued(const std::string& turn_id, std::int64_t expected_revision, std::chrono::milliseconds timeout,
+                      const std::string& what) {
+  if (turn_id.empty()) return Fail(Errc::invalid_argument, what + " needs the queued turn's id");
+  if (expected_revision <= 0) {
+    // The runtime refuses it too; said here, the caller learns where the number comes from.
+    return Fail(Errc::invalid_argument, what +
+                                            ": expected_revision must be positive (the turn's revision: 1 when "
+                                            "it was accepted, then that of its last user.message.updated)");
+  }
+  return ValidateTimeout(timeout, what);
+}
+
+// Starts a one-shot request once the checks passed; a failed check is reported without I/O.
+void StartOneShot(const std::shared_ptr<Driver::Impl>& impl, Status valid, ClientRequest request,
+                  std::chrono::milliseconds timeout, OneShotHandler handler, const char* what) {
+  if (impl->context.Stopped()) {
+    return ReportNow(impl->context, std::move(handler), Result<Event>(Fail(StoppedContextError(what))));
+  }
+  if (valid) valid = ValidateTimeout(timeout, what);
+  if (!valid) return ReportNow(impl->context, std::move(handler), Result<Event>(Fail(valid.error())));
   std::make_shared<OneShotOp>(impl, std::move(request), timeout, std::move(handler))->Start();
+}
+
+// For the requests whose caller only needs to know whether the runtime carried them out.
+OneShotHandler ReportStatus(Driver::StatusHandler handler) {
+  return [handler = std::move(handler)](Result<Event> settled) {
+    if (handler) handler(settled ? Status{} : Status(Fail(settled.error())));
+  };
 }
 }  // namespace
 
 void Driver::AsyncInterrupt(StatusHandler handler, std::chrono::milliseconds timeout) {
-  StartOneShot(impl_, ClientRequest::Interrupt(NewRequestId()), timeout, std::move(handler), "Interrupt");
+  StartOneShot(impl_, {}, ClientRequest::Interrupt(NewRequestId()), timeout, ReportStatus(std::move(handler)),
+               "Interrupt");
 }
 
 void Driver::AsyncAnswer(std::string input_id, std::map<std::string, std::vector<std::string>> answers,
                          StatusHandler handler, std::chrono::milliseconds timeout) {
-  StartOneShot(impl_, ClientRequest::Answer(NewRequestId(), std::move(input_id), std::move(answers)), timeout,
-               std::move(handler), "Answer");
+  StartOneShot(impl_, {}, ClientRequest::Answer(NewRequestId(), std::move(input_id), std::move(answers)), timeout,
+               ReportStatus(std::move(handler)), "Answer");
 }
 
 void Driver::AsyncDecline(std::string input_id, StatusHandler handler, std::chrono::milliseconds timeout) {
-  StartOneShot(impl_, ClientRequest::Decline(NewRequestId(), std::move(input_id)), timeout, std::move(handler),
-               "Decline");
+  StartOneShot(impl_, {}, ClientRequest::Decline(NewRequestId(), std::move(input_id)), timeout,
+               ReportStatus(std::move(handler)), "Decline");
+}
+
+void Driver::AsyncEditQueued(std::string turn_id, std::string text, std::int64_t expected_revision,
+                             RevisionHandler handler, EditOptions options) {
+  Status valid = ValidateQueued(turn_id, expected_revision, options.timeout, "EditQueued");
+  if (valid) valid = ValidatePrompt(text, options.allow_commands, "the edited text");
+  auto request = ClientRequest::Edit(NewRequestId(), std::move(turn_id), std::move(text), expected_revision);
+  // Noted before it is written: the edited turn's own stream may see the update before this one does.
+  if (valid) impl_->NoteOwnEdit(request.request_id);
+  StartOneShot(
+      impl_, std::move(valid), std::move(request), options.timeout,
+      [handler = std::move(handler), expected_revision](Result<Event> settled) {
+        if (!handler) return;
+        if (!settled) return handler(Fail(settled.error()));
+        // The runtime numbers revisions; one that left the number out still moved it on by one.
+        handler(settled->revision > 0 ? settled->revision : expected_revision + 1);
+      },
+      "EditQueued");
+}
+
+void Driver::AsyncRemoveQueued(std::string turn_id, std::int64_t expected_revision, StatusHandler handler,
+                               std::chrono::milliseconds timeout) {
+  Status valid = ValidateQueued(turn_id, expected_revision, timeout, "RemoveQueued");
+  StartOneShot(impl_, std::move(valid), ClientRequest::Remove(NewRequestId(), std::move(turn_id), expected_revision),
+               timeout, ReportStatus(std::move(handler)), "RemoveQueued");
 }
 
 namespace {
@@ -203,6 +277,25 @@ Status Driver::Answer(const std::string& input_id, std::map<std::string, std::ve
 Status Driver::Decline(const std::string& input_id, std::chrono::milliseconds timeout) {
   return BlockingStatus(impl_->context, timeout, "Decline",
                         [&](StatusHandler h) { AsyncDecline(input_id, std::move(h), timeout); });
+}
+
+Result<std::int64_t> Driver::EditQueued(const std::string& turn_id, std::string text, std::int64_t expected_revision,
+                                        EditOptions options) {
+  return blocking::Call<std::int64_t>(impl_->context, options.timeout, "EditQueued", [&](RevisionHandler h) {
+    AsyncEditQueued(turn_id, std::move(text), expected_revision, std::move(h), options);
+  });
+}
+
+Status Driver::RemoveQueued(const std::string& turn_id, std::int64_t expected_revision,
+                            std::chrono::milliseconds timeout) {
+  return BlockingStatus(impl_->context, timeout, "RemoveQueued",
+                        [&](StatusHandler h) { AsyncRemoveQueued(turn_id, expected_revision, std::move(h), timeout); });
+}
+
+void Driver::DetachTurns() {
+  // Each turn ends on its own strand, after whatever it is doing now; a cancel posted before this
+  // (or the destructor's, posted after) is ordered with it there.
+  for (auto& op : LiveTurns(*impl_)) op->Detach();
 }
 
 std::size_t Driver::TurnsInFlight() const {

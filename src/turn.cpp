@@ -219,7 +219,11 @@ void TurnTracker::HandleOurEvent(const Event& event, bool replayed, TurnStep& st
     if (event.revision > 0) revision_ = event.revision;  // an attached turn learns its revision here
   } else if (event.Is(event_type::kUserMessageUpdated)) {
     if (event.revision > 0) revision_ = event.revision;
-    if (event.request_id != request_id_ && !event.request_id.empty()) shared_ = true;
+    // Another request's update: a merge of another prompt, or someone else's edit. Our own edit
+    // rewrote our prompt and leaves the turn ours.
+    if (event.request_id != request_id_ && !event.request_id.empty() && own_edits_.count(event.request_id) == 0) {
+      shared_ = true;
+    }
   } else if (event.Is(event_type::kUserMessageRemoved)) {
     if (event.revision > 0) revision_ = event.revision;
     Finish(TurnStatus::removed, step);
@@ -307,6 +311,10 @@ void TurnTracker::AfterAbandonedEvent(const Event& event, TurnStep& step) {
   }
   // Withdrawal written: the runtime's word on it (its echo or its rejection) ends the turn.
   if (!event.request_id.empty() && withdrawal_ids_.count(event.request_id) > 0) FailWith(*abandon_reason_, step);
+}
+
+void TurnTracker::AdoptEdit(std::string request_id) {
+  own_edits_.insert(std::move(request_id));
 }
 
 AbandonPlan TurnTracker::Abandon(Error reason, bool connected, bool echo_expected) {

@@ -183,13 +183,24 @@ class WatchHandle {
   std::shared_ptr<Impl> impl_;
 };
 
+// How EditQueued sends the new text.
+struct EditOptions {
+  // Connect, write, and see the runtime's word on the edit; > 0.
+  std::chrono::milliseconds timeout = kOneShotTimeout;
+  // The new text is a prompt: the runtime runs a `!cmd` text as a shell command and a `/goal` text as
+  // a goal when the turn starts. Off by default: such a text is refused with Errc::invalid_argument
+  // before any I/O, as TurnOptions::allow_commands does for SubmitTurn.
+  bool allow_commands = false;
+};
+
 // ---- The driver ----------------------------------------------------------------------------------
 
 // One runtime (through its connector). Cheap to construct; each turn or watch has its own connection,
 // so many turns may be in flight at once (no thread per turn). All methods are thread-safe.
 // Destroying the Driver abandons the turns in flight (their handlers get Errc::cancelled), stops the
 // watches, and (off the Context's workers) waits up to kAbandonGrace for them to write their
-// withdrawals and close. The Context must outlive the Driver.
+// withdrawals and close; call DetachTurns() first to leave the turns running instead. The Context
+// must outlive the Driver.
 class Driver {
  public:
   Driver(Context& context, std::shared_ptr<Connector> connector);
@@ -221,7 +232,8 @@ class Driver {
   WatchHandle Watch(WatchOptions options, WatchCallback callback, WatchEndHandler on_end = {});
 
   // One-shot requests on their own connection. Interrupt stops whichever turn runs now (rejected:
-  // "Session has no active turn"). Answer/Decline resolve an open question by its input id.
+  // "Session has no active turn"). Answer/Decline resolve an open question by its input id. A timeout
+  // that is not positive is refused with Errc::invalid_argument.
   Status Interrupt(std::chrono::milliseconds timeout = kOneShotTimeout);
   Status Answer(const std::string& input_id, std::map<std::string, std::vector<std::string>> answers,
                 std::chrono::milliseconds timeout = kOneShotTimeout);
@@ -233,6 +245,45 @@ class Driver {
                    StatusHandler handler, std::chrono::milliseconds timeout = kOneShotTimeout);
   void AsyncDecline(std::string input_id, StatusHandler handler,
                     std::chrono::milliseconds timeout = kOneShotTimeout);
+
+  // Edit or remove a queued turn (accepted, not started yet) by its id, on a connection of their own,
+  // guarded by the turn's current revision (PROTOCOL.md §4 "Edit and remove"). `expected_revision` is
+  // the revision the caller saw last: TurnRef::revision (on_accepted), then the revision of each
+  // user.message.updated of the turn (on_event, Watch). Success is the runtime's user.message.updated
+  // (EditQueued reports the turn's new revision, for a later edit or removal) or user.message.removed.
+  // Errors: invalid_argument before any I/O (an empty turn id or text, a revision that is not
+  // positive, a command text without allow_commands, a timeout that is not positive); rejected with
+  // the runtime's reason (`Session turn "turn-3" is no longer pending` once it started or ended,
+  // `... revision is 3, not 2` after someone else's edit or merge); connection_failed; connection_lost
+  // and timeout, after which the change may or may not have been made (the turn's events say which).
+  // Whoever follows the turn sees the change: an edited turn stays queued and its reply answers the
+  // new text; a removed one ends as TurnStatus::removed. An edit through the Driver that submitted the
+  // turn keeps it that caller's; an edit from elsewhere makes it shared (TurnResult::shared: abandoning
+  // it then withdraws nothing, the prompt is not the submitter's alone any more).
+  // The async handlers are called exactly once, on a Context worker (on the calling thread when the
+  // Context is stopped: Errc::unavailable).
+  using RevisionHandler = std::function<void(Result<std::int64_t> revision)>;
+  void AsyncEditQueued(std::string turn_id, std::string text, std::int64_t expected_revision, RevisionHandler handler,
+                       EditOptions options = {});
+  Result<std::int64_t> EditQueued(const std::string& turn_id, std::string text, std::int64_t expected_revision,
+                                  EditOptions options = {});
+  void AsyncRemoveQueued(std::string turn_id, std::int64_t expected_revision, StatusHandler handler,
+                         std::chrono::milliseconds timeout = kOneShotTimeout);
+  Status RemoveQueued(const std::string& turn_id, std::int64_t expected_revision,
+                      std::chrono::milliseconds timeout = kOneShotTimeout);
+
+  // Stops following every turn in flight on this Driver and leaves it to run in its Session: for a
+  // graceful shutdown, after which the next process re-attaches (AttachTurn) from the TurnRef it
+  // persisted (TurnOptions::on_accepted). Each turn's handler gets Errc::cancelled, saying that the
+  // turn was detached and where it is left (queued or running, its journal and cursor), on a Context
+  // worker soon after this returns; its connection is closed; nothing is written to the runtime: no
+  // interrupt, no message.remove, no decline of its open questions (they stay open for whoever
+  // attaches next). A prompt not sent yet is never sent; one sent but not yet confirmed may still
+  // become a turn (AttachTurn by its request id finds it). A turn already being withdrawn (cancelled,
+  // timed out) finishes its withdrawal as before. Turns started after the call, watches and the
+  // one-shot requests are not affected. Thread-safe; does not block. Needs a running Context, like
+  // every handler.
+  void DetachTurns();
 
   // Turns currently in flight (for tests and metrics).
   std::size_t TurnsInFlight() const;

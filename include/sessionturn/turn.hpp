@@ -129,6 +129,11 @@ class TurnTracker {
   // True while `input_id` is a surfaced question of ours awaiting the caller's decision.
   bool QuestionOpen(const std::string& input_id) const;
 
+  // `request_id` is a message.edit of our queued turn that this client sent itself: its
+  // user.message.updated keeps the turn ours instead of making it shared (so abandoning it still
+  // withdraws it). Call it before feeding that event; the driver knows its own edits.
+  void AdoptEdit(std::string request_id);
+
   // Starts winding the turn down (DESIGN.md §4.5): interrupt if started and not shared;
   // message.remove with the last seen revision if queued and not shared; nothing if shared or done.
   // `connected`: a stream is up now. `echo_expected`: the message was written recently enough that its
@@ -214,6 +219,7 @@ class TurnTracker {
   std::string turn_id_;
   std::int64_t revision_ = 0;
   bool shared_ = false;
+  std::set<std::string> own_edits_;  // AdoptEdit(): edits by this client, which do not share the turn
   bool started_ = false;
   std::string messages_;  // joined assistant.message texts
   std::string deltas_;    // accumulated assistant.delta texts (fallback)

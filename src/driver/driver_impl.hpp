@@ -2,8 +2,10 @@
 // the line decoding every stream uses, and small helpers. Not a public header.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -25,6 +27,11 @@ class WatchOp;
 // On top of the abandon grace in ~Driver: time for the close to run once the grace has fired.
 inline constexpr std::chrono::milliseconds kDestructorWaitMargin = std::chrono::seconds(1);
 
+// How many of its own message.edit request ids a Driver remembers (DriverState::own_edits). An edit's
+// user.message.updated reaches the edited turn's stream moments after it is written, and edits are
+// rare (a person changing a queued message), so the last few hundred cover every one still in transit.
+inline constexpr std::size_t kOwnEditMemory = 256;
+
 // What every operation of one Driver shares.
 struct DriverState {
   Context& context;
@@ -35,9 +42,21 @@ struct DriverState {
   std::unordered_map<const void*, std::weak_ptr<TurnOp>> turns;
   std::unordered_map<const void*, std::weak_ptr<WatchOp>> watches;
   std::size_t one_shots = 0;
+  // Request ids of this Driver's recent edits (EditQueued), oldest first: a turn of ours edited
+  // through its own Driver stays ours (not shared), so abandoning it still withdraws it.
+  std::deque<std::string> own_edits;
 
   DriverState(Context& c, std::shared_ptr<Connector> conn) : context(c), connector(std::move(conn)) {}
   bool Idle() const { return turns.empty() && watches.empty() && one_shots == 0; }
+  void NoteOwnEdit(std::string request_id) {
+    std::lock_guard lock(mu);
+    own_edits.push_back(std::move(request_id));
+    if (own_edits.size() > kOwnEditMemory) own_edits.pop_front();
+  }
+  bool IsOwnEdit(const std::string& request_id) const {
+    std::lock_guard lock(mu);
+    return std::find(own_edits.begin(), own_edits.end(), request_id) != own_edits.end();
+  }
   void Log(LogLevel level, const std::string& message) const {
     if (context.ShouldLog(level)) context.Log(level, message);
   }

@@ -1,9 +1,21 @@
 #include "driver/one_shot_op.hpp"
 
 namespace sessionturn::driver_detail {
+namespace {
+
+// Whether `event`, which carries our request's requestId, is the runtime carrying the request out.
+bool Settles(const ClientRequest& request, const Event& event) {
+  if (request.type == request_type::kMessageEdit) return event.Is(event_type::kUserMessageUpdated);
+  if (request.type == request_type::kMessageRemove) return event.Is(event_type::kUserMessageRemoved);
+  // turn.interrupting (or the turn's end) for an interrupt; request.accepted or input.resolved for an input.
+  return event.Is(event_type::kTurnInterrupting) || event.Is(event_type::kRequestAccepted) ||
+         event.Is(event_type::kInputResolved) || event.Is(event_type::kTurnCompleted);
+}
+
+}  // namespace
 
 OneShotOp::OneShotOp(std::shared_ptr<DriverState> driver, ClientRequest request, std::chrono::milliseconds timeout,
-                     Driver::StatusHandler handler)
+                     OneShotHandler handler)
     : driver_(std::move(driver)),
       strand_(asio::make_strand(driver_->context.io())),
       request_(std::move(request)),
@@ -59,36 +71,34 @@ void OneShotOp::OnLine(Result<std::string> line) {
     return;
   }
   if (auto event = DecodeStreamLine(*driver_, *line, request_.type)) {
-    // The runtime's word on our request carries its requestId: a rejection, or the event it caused
-    // (turn.interrupting for an interrupt; request.accepted or input.resolved for an input).
+    // The runtime's word on our request carries its requestId: a rejection, or the event it caused.
     if (event->request_id == request_.request_id) {
       if (event->Is(event_type::kError)) {
         End(Fail(Errc::rejected, "the runtime rejected the " + request_.type + " request: " + event->text));
         return;
       }
-      if (event->Is(event_type::kTurnInterrupting) || event->Is(event_type::kRequestAccepted) ||
-          event->Is(event_type::kInputResolved) || event->Is(event_type::kTurnCompleted)) {
-        End(Status{});
+      if (Settles(request_, *event)) {
+        End(std::move(*event));
         return;
       }
     }
     // Resolved by someone else at the same moment: the question is settled either way.
     if (!request_.input_id.empty() && event->Is(event_type::kInputResolved) && event->input_id == request_.input_id) {
-      End(Status{});
+      End(std::move(*event));
       return;
     }
   }
   Read();
 }
 
-void OneShotOp::End(Status status) {
+void OneShotOp::End(Result<Event> result) {
   if (done_) return;
   done_ = true;
   timer_.cancel();
   if (conn_) conn_->Close();
   conn_.reset();
   auto handler = std::move(handler_);
-  if (handler) CallUser(driver_->context, "the request's completion handler", [&] { handler(std::move(status)); });
+  if (handler) CallUser(driver_->context, "the request's completion handler", [&] { handler(std::move(result)); });
   {
     std::lock_guard lock(driver_->mu);
     --driver_->one_shots;

@@ -1,30 +1,35 @@
-// Interrupt / Answer / Decline on a connection of their own: subscribe (bounded, so no replay), send
-// the request, and wait for the runtime's word on it.
+// Interrupt / Answer / Decline / EditQueued / RemoveQueued on a connection of their own: subscribe
+// (bounded, so no replay), send the request, and wait for the runtime's word on it.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "driver/driver_impl.hpp"
 
 namespace sessionturn::driver_detail {
 
+// The runtime's word on a one-shot request: the event that settled it (turn.interrupting,
+// request.accepted, input.resolved, user.message.updated, user.message.removed...), or why it did not.
+using OneShotHandler = std::function<void(Result<Event> settled)>;
+
 class OneShotOp : public std::enable_shared_from_this<OneShotOp> {
  public:
   OneShotOp(std::shared_ptr<DriverState> driver, ClientRequest request, std::chrono::milliseconds timeout,
-            Driver::StatusHandler handler);
+            OneShotHandler handler);
   void Start();
 
  private:
   void OnConnect(Result<std::shared_ptr<Connection>> result);
   void Read();
   void OnLine(Result<std::string> line);
-  void End(Status status);
+  void End(Result<Event> result);
 
   std::shared_ptr<DriverState> driver_;
   Strand strand_;
   ClientRequest request_;
   std::chrono::milliseconds timeout_;
-  Driver::StatusHandler handler_;
+  OneShotHandler handler_;
   asio::steady_timer timer_;
   std::shared_ptr<Connection> conn_;
   bool done_ = false;

@@ -26,6 +26,10 @@ void TurnOp::Cancel(Error error) {
   });
 }
 
+void TurnOp::Detach() {
+  asio::post(strand_, [self = shared_from_this()] { self->OnDetach(); });
+}
+
 void TurnOp::Respond(std::string input_id, std::optional<std::map<std::string, std::vector<std::string>>> answers) {
   asio::post(strand_, [self = shared_from_this(), input_id = std::move(input_id), answers = std::move(answers)]() mutable {
     self->OnRespond(input_id, std::move(answers));
@@ -56,10 +60,51 @@ void TurnOp::OnStart() {
   stream_->Start(weak_from_this());
 }
 
+void TurnOp::OnDetach() {
+  // A turn already being withdrawn carries on: the caller's cancel (or a too_large reply) came first,
+  // and the detach neither undoes it nor cuts its withdrawal short.
+  if (done_ || tracker_.Done() || tracker_.Abandoning()) return;
+  // Finish writes nothing: no interrupt, no remove, and the open questions stay open for whoever
+  // attaches next.
+  Finish(Fail(DetachedError()));
+}
+
+// Says where the turn is left, so that a log line is enough to find it again.
+Error TurnOp::DetachedError() const {
+  const std::string& turn = tracker_.turn_id();
+  const std::string cursor = " (journal " + tracker_.journal_id() + ", after event " +
+                             std::to_string(tracker_.last_event_id()) + "); AttachTurn follows it again";
+  switch (tracker_.phase()) {
+    case TurnPhase::subscribing:
+      return Error(Errc::cancelled,
+                   "the turn was detached before its prompt was sent: nothing of it runs in the Session");
+    case TurnPhase::submitted:
+      if (attached_) {
+        return Error(Errc::cancelled,
+                     "the attachment to request " + tracker_.request_id() +
+                         " was detached before the replay showed its turn; the Session was not touched");
+      }
+      return Error(Errc::cancelled, "the turn was detached before the runtime confirmed its prompt (request " +
+                                        tracker_.request_id() + "): it may be queued or running in the Session" +
+                                        cursor + " by that request id");
+    case TurnPhase::queued:
+      return Error(Errc::cancelled, "turn " + turn + " was detached and is still queued in the Session" + cursor);
+    case TurnPhase::running:
+    case TurnPhase::done:  // not reached: OnDetach leaves a finished turn alone
+      break;
+  }
+  return Error(Errc::cancelled, "turn " + turn + " was detached and is still running in the Session" + cursor);
+}
+
 std::vector<ClientRequest> TurnOp::OnStreamUp(bool /*reconnected*/) { return {tracker_.OnConnected()}; }
 
 void TurnOp::OnStreamEvent(const Event& event) {
   if (done_) return;
+  // An edit of our turn through this Driver leaves it ours; the tracker cannot tell it from a merge.
+  if (event.Is(event_type::kUserMessageUpdated) && !event.request_id.empty() &&
+      event.request_id != tracker_.request_id() && driver_->IsOwnEdit(event.request_id)) {
+    tracker_.AdoptEdit(event.request_id);
+  }
   HandleStep(event, tracker_.OnEvent(event));
 }
 

@@ -33,6 +33,8 @@ class TurnOp : public std::enable_shared_from_this<TurnOp>, public EventStream::
   void Start();
   // From any thread.
   void Cancel(Error error);
+  // Ends the turn with Errc::cancelled and closes its connection, writing nothing (Driver::DetachTurns).
+  void Detach();
   void Respond(std::string input_id, std::optional<std::map<std::string, std::vector<std::string>>> answers);
   bool finished() const noexcept { return finished_.load(); }
   // Only once the Context's workers are joined (nothing runs concurrently): drops the stream.
@@ -47,6 +49,8 @@ class TurnOp : public std::enable_shared_from_this<TurnOp>, public EventStream::
  private:
   Context& ctx() const { return driver_->context; }
   void OnStart();
+  void OnDetach();
+  Error DetachedError() const;
   void HandleStep(const Event& event, TurnStep step);
   void SendAll(std::vector<ClientRequest> requests);
   void AbandonWith(Error error);
