@@ -165,7 +165,7 @@ TEST_CASE("raw HTML is shown as text, never passed through", "[render]") {
   CHECK(Plain("a <i>b</i>") == "a <i>b</i>");
 }
 
-TEST_CASE("escaping: entities, literal &amp;, Slack mentions", "[render]") {
+TEST_CASE("escaping: entities, a literal &amp (entity), Slack mentions", "[render]") {
   CHECK(Tg("AT&T &amp; \\&amp; 1 < 2 > 0") == "AT&amp;T &amp; &amp;amp; 1 &lt; 2 &gt; 0");
   CHECK(Plain("AT&T &amp; \\&amp;") == "AT&T & &amp;");
   // Slack reads <!channel>, <@U1> and <#C1> as mentions: escaped, they are text.

@@ -230,7 +230,7 @@ TEST_CASE("unusable options are refused, naming the option", "[render][split]") 
   CHECK(RenderReply(Words(50), Options(MarkupDialect::telegram_html, kMinPartLength)));
 }
 
-TEST_CASE("soft_length is preferred; max_length only to reach a boundary", "[render][split]") {
+TEST_CASE("soft_length is preferred, max_length only to reach a boundary", "[render][split]") {
   RenderOptions o = Options(MarkupDialect::plain, 1000);
   o.soft_length = 100;
   for (const auto& p : Parts(Words(300), o)) CHECK(p.size() <= 100);
