@@ -72,7 +72,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   using namespace sessionturn;
   const std::uint8_t knob = size ? data[0] : 0;
   const std::string_view markdown(reinterpret_cast<const char*>(data), size);
-  const std::size_t limits[] = {kMinPartLength + knob % 64, 256 + knob, 4096};
+  const std::size_t limits[] = {kMinPartLength + knob % 64, std::size_t{256} + knob, 4096};
   for (MarkupDialect dialect : {MarkupDialect::telegram_html, MarkupDialect::slack_mrkdwn, MarkupDialect::plain}) {
     for (std::size_t limit : limits) {
       RenderOptions o;

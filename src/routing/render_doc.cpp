@@ -60,8 +60,11 @@ std::string_view WithoutFinalNewline(std::string_view s) {
 class Builder {
  public:
   explicit Builder(std::string_view markdown) : markdown_(markdown) {
-    for (std::size_t i = 0; i < markdown.size(); ++i)
-      if (markdown[i] == '\n') line_starts_.push_back(i + 1);
+    // Lines end as cmark ends them: at "\n", "\r\n" or a lone "\r".
+    for (std::size_t i = 0; i < markdown.size(); ++i) {
+      if (markdown[i] == '\r' && i + 1 < markdown.size() && markdown[i + 1] == '\n') ++i;
+      if (markdown[i] == '\n' || markdown[i] == '\r') line_starts_.push_back(i + 1);
+    }
   }
 
   Doc Build(cmark_node* root) {
@@ -176,7 +179,8 @@ class Builder {
       extra.remove_prefix(1);
     while (!extra.empty() && (extra.back() == '|' || extra.back() == ' ' || extra.back() == '\t'))
       extra.remove_suffix(1);
-    if (!extra.empty()) table_.rows.back().back() += " | " + std::string(extra);
+    // A slice at columns cmark reports is whole characters; SanitizeUtf8 makes sure of it.
+    if (!extra.empty()) table_.rows.back().back() += " | " + SanitizeUtf8(extra);
   }
 
   void EnterList(cmark_node* node) {

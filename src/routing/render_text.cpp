@@ -31,7 +31,7 @@ std::string SanitizeUtf8(std::string_view text) {
   for (std::size_t i = 0; i < text.size();) {
     char32_t cp = 0;
     const std::size_t len = detail::GoRuneLen(text, i, &cp);
-    if (len == 0) {
+    if (len == 0 || cp == 0) {  // NUL too: cmark would replace it the same way, shifting its source columns
       out += "\xEF\xBF\xBD";
       ++i;
       continue;

@@ -11,7 +11,8 @@
 
 namespace sessionturn::render {
 
-// `text` with every byte that is not part of a valid UTF-8 sequence replaced by U+FFFD.
+// `text` with every byte that is not part of a valid UTF-8 sequence, and every NUL, replaced by
+// U+FFFD (as cmark replaces NUL: the source then has the columns cmark reports).
 std::string SanitizeUtf8(std::string_view text);
 
 // The code point at s[i] (valid UTF-8 assumed, as after SanitizeUtf8) and its length in bytes.

@@ -146,6 +146,11 @@ TEST_CASE("tables render as aligned columns", "[render]") {
   CHECK(Plain("| a | b |\n|--|--|\n| 1 | 2 | 3 \\| x | **4** |") ==
         "a | b\n--+-------------------\n1 | 2 | 3 \\| x | **4**");
   CHECK(Plain("> | a |\n> |--|\n> | 1 | 2 |") == "> a\n> -----\n> 1 | 2");
+  CHECK(Plain("| a | b |\r|--|--|\r| 1 | 2 | 3 |") == "a | b\n--+------\n1 | 2 | 3");  // lone CR line ends
+  // NUL (which cmark widens to U+FFFD) before the excess cells: their text is still whole characters.
+  const std::string nul_row = Plain(std::string("| a |\n|--|\n| \0\0 | \xC3\xA9\xC3\xA9 |", 24));
+  CHECK(ValidUtf8(nul_row));
+  CHECK(nul_row.find("| \xC3\xA9\xC3\xA9") != std::string::npos);
   CHECK(Plain("| c |\n|:-:|\n| abc |\n| [l](https://e.test) |") ==
         "        c\n------------------\n       abc\nl (https://e.test)");
 }
