@@ -1,5 +1,5 @@
-// Shared between the extension's translation units (the driver surface and the Kubernetes surface):
-// error mapping and making a Python Driver over a connector.
+// Shared between the extension's translation units (module.cpp: the driver; errors.cpp; local_runtime.cpp;
+// kube.cpp): error mapping, making a Python Driver over a connector, and each part's registration.
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -16,12 +16,17 @@ namespace sessionturn::python {
 
 namespace py = pybind11;
 
-// Raises the sessionturn.Error subclass for error.code (with code and http_status attributes).
+// The sessionturn.Error subclass instance for error.code, not raised (code and http_status set).
+py::object MakeException(const Error& error);
+// Raises it.
 [[noreturn]] void Raise(const Error& error);
 
 // A Python `Driver` with its own Context over the connector `make` builds on that Context.
 py::object NewDriver(const std::function<std::shared_ptr<Connector>(Context&)>& make, std::string describe);
 
+// Each defines its part of the module (errors.cpp, local_runtime.cpp, kube.cpp).
+void RegisterErrors(py::module_& m);
+void RegisterLocalRuntime(py::module_& m);
 void RegisterKube(py::module_& m);
 
 }  // namespace sessionturn::python

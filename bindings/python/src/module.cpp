@@ -1,5 +1,5 @@
 // _sessionturn: the pybind11 extension behind the `sessionturn` package. It binds the C++ API (the
-// driver and the local runtime) directly; the package facade (sessionturn/__init__.py) adds the asyncio
+// driver here; errors.cpp, local_runtime.cpp and kube.cpp the rest) directly; the package facade (sessionturn/__init__.py) adds the asyncio
 // variant. Rules kept here: the GIL is released during every blocking call, every callback into Python
 // re-acquires it, Python objects captured by C++ callbacks are released with the GIL held, and a
 // blocking submit_turn waits in slices so Ctrl-C (KeyboardInterrupt) can abandon the turn.
@@ -23,7 +23,6 @@
 #include "sessionturn/driver.hpp"
 #include "sessionturn/error.hpp"
 #include "sessionturn/protocol.hpp"
-#include "sessionturn/testing/local_runtime.hpp"
 #include "sessionturn/turn.hpp"
 
 #include "common.hpp"
@@ -46,44 +45,7 @@ constexpr std::size_t kDefaultMaxBufferedBytes = 64u << 20;
 // most (the driver's abandon grace plus slack for a loaded machine).
 constexpr std::chrono::milliseconds kAbandonWait = st::kAbandonGrace + std::chrono::seconds(10);
 
-// ---- Exceptions ------------------------------------------------------------------------------------
-
-struct ErrorClasses {
-  py::object base;
-  std::map<st::Errc, py::object> by_code;
-};
-
-ErrorClasses& Errors() {
-  static ErrorClasses* classes = new ErrorClasses();  // leaked on purpose: lives as long as the module
-  return *classes;
-}
-
-py::object ErrorClassFor(st::Errc code) {
-  auto& errors = Errors();
-  auto it = errors.by_code.find(code);
-  return it == errors.by_code.end() ? errors.base : it->second;
-}
-
-// The exception object for `error` (not raised): its class follows the code; it carries `code`
-// ("timeout") and `http_status`.
-py::object MakeException(const st::Error& error) {
-  py::object cls = ErrorClassFor(error.code);
-  py::object exc = cls(error.message);
-  exc.attr("code") = py::str(std::string(st::ToString(error.code)));
-  exc.attr("http_status") = error.http_status;
-  return exc;
-}
-
-}  // namespace
-
-[[noreturn]] void sessionturn::python::Raise(const st::Error& error) {
-  py::object exc = MakeException(error);
-  PyErr_SetObject(exc.get_type().ptr(), exc.ptr());
-  throw py::error_already_set();
-}
-
-namespace {
-
+using sessionturn::python::MakeException;
 using sessionturn::python::Raise;
 
 template <typename T>
@@ -713,127 +675,8 @@ class PyDriver {
   std::string describe_;
 };
 
-// ---- Local runtime ---------------------------------------------------------------------------------------
-
-class PyLocalRuntime {
- public:
-  PyLocalRuntime(std::optional<std::string> socket_path, const std::string& provider,
-                 std::optional<std::string> state_dir, bool allow_shell, double echo_delay,
-                 const std::string& session_name) {
-    st::testing::LocalRuntimeOptions options;
-    if (socket_path) {
-      options.socket_path = *socket_path;
-    } else {
-      // A private directory of our own (0700 from mkdtemp), removed by stop().
-      std::string pattern = (std::filesystem::temp_directory_path() / "sessionturn-py-XXXXXX").string();
-      if (!mkdtemp(pattern.data())) {
-        Raise(st::Error(st::Errc::io_error, "cannot create a temporary directory for the runtime socket"));
-      }
-      temp_dir_ = pattern;
-      options.socket_path = temp_dir_ + "/runtime.sock";
-    }
-    options.provider = provider;
-    if (state_dir) options.state_dir = *state_dir;
-    options.allow_shell = allow_shell;
-    options.session_name = session_name;
-    if (echo_delay < 0) throw py::value_error("echo_delay must be >= 0");
-    options.echo_delay = std::chrono::milliseconds(static_cast<std::int64_t>(echo_delay * 1000.0));
-    st::Result<std::unique_ptr<st::testing::LocalRuntime>> runtime;
-    {
-      py::gil_scoped_release release;
-      runtime = st::testing::LocalRuntime::Start(std::move(options));
-    }
-    if (!runtime) {
-      RemoveTempDir();
-      Raise(runtime.error());
-    }
-    runtime_ = std::move(*runtime);
-    socket_path_ = runtime_->socket_path();
-  }
-  ~PyLocalRuntime() {
-    py::gil_scoped_release release;
-    StopNoGil();
-  }
-
-  void Stop() {
-    py::gil_scoped_release release;
-    StopNoGil();
-  }
-  const std::string& socket_path() const { return socket_path_; }
-  std::string journal_id() const { return runtime_ ? runtime_->journal_id() : std::string(); }
-  std::int64_t last_event_id() const { return runtime_ ? runtime_->last_event_id() : 0; }
-  std::size_t connection_count() const { return runtime_ ? runtime_->ConnectionCount() : 0; }
-  bool running() const { return runtime_ != nullptr; }
-
- private:
-  void StopNoGil() {
-    if (runtime_) {
-      runtime_->Stop();
-      runtime_.reset();
-    }
-    RemoveTempDir();
-  }
-  void RemoveTempDir() {
-    if (temp_dir_.empty()) return;
-    std::error_code ec;
-    std::filesystem::remove_all(temp_dir_, ec);
-    temp_dir_.clear();
-  }
-
-  std::unique_ptr<st::testing::LocalRuntime> runtime_;
-  std::string socket_path_;
-  std::string temp_dir_;
-};
-
 // ---- Registration ------------------------------------------------------------------------------------
 
-void RegisterErrors(py::module_& m) {
-  auto& errors = Errors();
-  auto make = [&](const char* name, py::tuple bases, const char* doc) {
-    py::dict ns;
-    ns["__doc__"] = doc;
-    ns["__module__"] = "sessionturn";
-    ns["code"] = py::str("");
-    ns["http_status"] = 0;
-    py::object cls = py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(&PyType_Type))(name, bases, ns);
-    m.attr(name) = cls;
-    return cls;
-  };
-  py::object builtins = py::module_::import("builtins");
-  errors.base = make("Error", py::make_tuple(builtins.attr("Exception")),
-                     "Base of every sessionturn error. Attributes: code (str, e.g. 'timeout'), http_status (int, 0 "
-                     "when no HTTP was involved).");
-  struct Spec {
-    st::Errc code;
-    const char* name;
-    const char* builtin;  // an extra standard base, or nullptr
-    const char* doc;
-  };
-  const Spec specs[] = {
-      {st::Errc::invalid_argument, "InvalidArgumentError", "ValueError", "The caller passed something unusable."},
-      {st::Errc::protocol_error, "ProtocolError", nullptr, "The runtime broke the wire contract."},
-      {st::Errc::connection_failed, "ConnectionFailedError", "ConnectionError", "Could not reach the runtime."},
-      {st::Errc::connection_lost, "ConnectionLostError", "ConnectionError",
-       "The stream dropped and could not be re-established."},
-      {st::Errc::timeout, "TimeoutError", "TimeoutError", "A deadline passed."},
-      {st::Errc::cancelled, "CancelledError", nullptr, "The caller cancelled."},
-      {st::Errc::rejected, "RejectedError", nullptr, "The runtime refused the request (its reason is the message)."},
-      {st::Errc::not_found, "NotFoundError", nullptr, "HTTP 404 or a missing named thing."},
-      {st::Errc::unauthorized, "UnauthorizedError", nullptr, "HTTP 401."},
-      {st::Errc::forbidden, "ForbiddenError", nullptr, "HTTP 403."},
-      {st::Errc::conflict, "ConflictError", nullptr, "HTTP 409."},
-      {st::Errc::too_large, "TooLargeError", nullptr, "A bound was exceeded (line, queue, reply)."},
-      {st::Errc::unavailable, "UnavailableError", nullptr, "Temporarily unavailable."},
-      {st::Errc::io_error, "IoError", "OSError", "Local I/O failed (files, sockets, processes)."},
-      {st::Errc::would_block, "WouldBlockError", nullptr, "A blocking call was made from a callback."},
-      {st::Errc::failed, "FailedError", nullptr, "The remote operation ran and failed."},
-      {st::Errc::internal, "InternalError", nullptr, "A bug in sessionturn; please report it."},
-  };
-  for (const auto& s : specs) {
-    py::tuple bases = s.builtin ? py::make_tuple(errors.base, builtins.attr(s.builtin)) : py::make_tuple(errors.base);
-    errors.by_code[s.code] = make(s.name, bases, s.doc);
-  }
-}
 
 }  // namespace
 
@@ -844,7 +687,7 @@ py::object sessionturn::python::NewDriver(const std::function<std::shared_ptr<st
 
 PYBIND11_MODULE(_sessionturn, m) {
   m.doc() = "sessionturn C++ bindings (use the `sessionturn` package)";
-  RegisterErrors(m);
+  sessionturn::python::RegisterErrors(m);
   m.attr("DEFAULT_MAX_BUFFERED_BYTES") = static_cast<std::int64_t>(kDefaultMaxBufferedBytes);
 
   py::class_<PyEvent>(m, "Event", "One event of a turn or a watch.")
@@ -974,23 +817,7 @@ PYBIND11_MODULE(_sessionturn, m) {
       .def_property_readonly("turns_in_flight", &PyDriver::TurnsInFlight)
       .def("__repr__", [](const PyDriver& d) { return "<sessionturn.Driver " + d.describe() + ">"; });
 
-  py::class_<PyLocalRuntime>(m, "LocalRuntime",
-                             "An in-process Session runtime for tests and demos (a context manager).")
-      .def(py::init<std::optional<std::string>, const std::string&, std::optional<std::string>, bool, double,
-                    const std::string&>(),
-           py::arg("socket_path") = py::none(), py::kw_only(), py::arg("provider") = "echo",
-           py::arg("state_dir") = py::none(), py::arg("allow_shell") = false, py::arg("echo_delay") = 0.02,
-           py::arg("session_name") = "local")
-      .def("stop", &PyLocalRuntime::Stop)
-      .def("__enter__", [](PyLocalRuntime& r) -> PyLocalRuntime& { return r; })
-      .def("__exit__", [](PyLocalRuntime& r, py::object, py::object, py::object) { r.Stop(); })
-      .def_property_readonly("socket_path", &PyLocalRuntime::socket_path)
-      .def_property_readonly("journal_id", &PyLocalRuntime::journal_id)
-      .def_property_readonly("last_event_id", &PyLocalRuntime::last_event_id)
-      .def_property_readonly("connection_count", &PyLocalRuntime::connection_count)
-      .def_property_readonly("running", &PyLocalRuntime::running)
-      .def("driver", [](const PyLocalRuntime& r) { return PyDriver::Unix(r.socket_path()); },
-           "A driver connected to this runtime's socket.");
 
+  sessionturn::python::RegisterLocalRuntime(m);
   sessionturn::python::RegisterKube(m);
 }
