@@ -304,6 +304,9 @@ TEST_CASE("store: CompleteTurn queues the reply once and the outbox entry is upd
   CHECK(updated.next_attempt == At(9000));
   CHECK(updated.last_error == "unavailable: 429");
   CHECK(updated.parts == e.parts);
+  // A default string_view (null data) clears the error; SQLite would bind it as NULL.
+  REQUIRE(s.UpdateOutbox(*id, 2, 0, At(9500), std::string_view{}));
+  CHECK(s.ListOutbox()->at(0).last_error.empty());
 
   CHECK(*s.RemoveOutbox(*id));
   CHECK_FALSE(*s.RemoveOutbox(*id));

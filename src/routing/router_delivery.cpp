@@ -1,0 +1,153 @@
+// The final reply: rendered and split for the platform, stored in the outbox with the turn's end
+// (one transaction), then delivered part by part: the first edited into the placeholder (two
+// attempts, then a new post), the rest posted in order. A 429 waits its retry_after and costs no
+// attempt; a part that keeps failing is reported in the thread and stays in the outbox, retried
+// later and after a restart. Nothing here drops a reply.
+#include "routing/router_impl.hpp"
+#include "sessionturn/render.hpp"
+
+namespace sessionturn {
+
+using routing::OutboxEntry;
+
+namespace {
+
+constexpr int kPlaceholderEditAttempts = 2;
+constexpr std::chrono::milliseconds kRetryBackoff{500};
+constexpr std::chrono::minutes kOutboxRetry{1};
+
+}  // namespace
+
+std::vector<std::string> Router::Impl::RenderParts(std::string_view markdown) const {
+  RenderOptions o;
+  o.dialect = caps.dialect;
+  o.max_length = caps.max_length;
+  o.unit = caps.unit;
+  o.soft_length = caps.soft_length;
+  std::vector<std::string> out;
+  auto parts = RenderReply(markdown, o);
+  if (parts) {
+    for (auto& p : *parts) out.push_back(std::move(p.text));
+    return out;
+  }
+  // Options were checked when the router was made; should the renderer refuse anyway, the text goes
+  // out as it is, in pieces that surely fit (a quarter of the limit in bytes fits any unit).
+  Log(LogLevel::error, "rendering a reply failed (" + parts.error().ToString() + "): sending it unformatted");
+  const std::size_t step = std::max<std::size_t>(1, caps.max_length / 4);
+  for (std::size_t at = 0; at < markdown.size();) {
+    std::size_t len = std::min(step, markdown.size() - at);
+    while (at + len < markdown.size() && len > 0 && (static_cast<unsigned char>(markdown[at + len]) & 0xC0) == 0x80) --len;
+    if (len == 0) len = std::min(step, markdown.size() - at);
+    out.emplace_back(markdown.substr(at, len));
+    at += len;
+  }
+  if (out.empty()) out.emplace_back();
+  return out;
+}
+
+void Router::Impl::Deliver(OutboxEntry entry) {
+  if (entry.id != 0 && !delivering.insert(entry.id).second) return;  // already on its way
+  DeliverPart(std::make_shared<OutboxEntry>(std::move(entry)), 0);
+}
+
+void Router::Impl::DeliverPart(std::shared_ptr<OutboxEntry> e, int edit_attempts) {
+  if (e->next_part >= e->parts.size()) {
+    if (e->id != 0) {
+      delivering.erase(e->id);
+      if (auto st = store->RemoveOutbox(e->id); !st) Log(LogLevel::warning, st.error().ToString());
+    }
+    Bump(&RouterStats::replies_delivered);
+    PublishGauges();
+    return;
+  }
+  auto delivered = [e](Impl& r, const std::string& message_id) {
+    if (auto st = r.store->IndexBotMessage({routing::ChatRef::Of(e->thread), message_id, e->session,
+                                            routing::BotMessageKind::reply});
+        !st) {
+      r.Log(LogLevel::warning, st.error().ToString());
+    }
+    ++e->next_part;
+    e->attempts = 0;
+    if (e->id != 0) {
+      if (auto st = r.store->UpdateOutbox(e->id, e->next_part, 0, {}, {}); !st) r.Log(LogLevel::warning, st.error().ToString());
+    }
+    r.DeliverPart(e, 0);
+  };
+  OutboundMessage out{e->parts[e->next_part], {}, {}};
+  if (e->next_part == 0 && !e->placeholder_id.empty() && edit_attempts < kPlaceholderEditAttempts) {
+    adapter.AsyncEdit(e->thread, e->placeholder_id, std::move(out),
+                      OnStrand<Status>([e, edit_attempts, delivered](Impl& r, Status st) {
+                        if (st) return delivered(r, e->placeholder_id);
+                        const auto wait = st.error().retry_after;
+                        r.Log(LogLevel::info, "editing the reply into the placeholder failed: " + st.error().ToString());
+                        // A rate limit is a wait, not a failed attempt.
+                        if (wait.count() > 0) return r.After(wait, [e, edit_attempts](Impl& r2) { r2.DeliverPart(e, edit_attempts); });
+                        r.After(kRetryBackoff, [e, edit_attempts](Impl& r2) { r2.DeliverPart(e, edit_attempts + 1); });
+                      }));
+    return;
+  }
+  adapter.AsyncPost(e->thread, std::move(out),
+                    OnStrand<Result<std::string>>([e, edit_attempts, delivered](Impl& r, Result<std::string> id) {
+                      if (id) return delivered(r, *id);
+                      const auto wait = id.error().retry_after;
+                      if (wait.count() > 0) return r.After(wait, [e, edit_attempts](Impl& r2) { r2.DeliverPart(e, edit_attempts); });
+                      if (++e->attempts < r.options.delivery_attempts) {
+                        return r.After(kRetryBackoff * (1 << std::min(e->attempts, 6)),
+                                       [e, edit_attempts](Impl& r2) { r2.DeliverPart(e, edit_attempts); });
+                      }
+                      r.OnPartFailed(e, id.error());
+                    }));
+}
+
+void Router::Impl::OnPartFailed(std::shared_ptr<OutboxEntry> e, const Error& error) {
+  const std::string which = e->parts.size() > 1 ? "Part " + std::to_string(e->next_part + 1) + " of " +
+                                                      std::to_string(e->parts.size()) + " of the reply"
+                                                : "The reply";
+  Log(LogLevel::warning, which + " to chat " + e->thread.chat + " could not be delivered: " + error.ToString());
+  Note(e->thread, "\u26A0\uFE0F " + which + " could not be delivered (" + EscapeMarkdown(error.message) +
+                      "). It is kept and will be sent again.", e->session);
+  const auto next = std::chrono::system_clock::now() + kOutboxRetry;
+  if (e->id != 0) {
+    delivering.erase(e->id);
+    if (auto st = store->UpdateOutbox(e->id, e->next_part, e->attempts, next, error.ToString()); !st) {
+      Log(LogLevel::warning, st.error().ToString());
+    }
+  }
+  ScheduleOutboxRetry(kOutboxRetry);
+  PublishGauges();
+}
+
+void Router::Impl::ScheduleOutboxRetry(std::chrono::milliseconds after) {
+  if (outbox_timer) return;  // one is due already (sooner or as soon)
+  outbox_timer = std::make_unique<asio::steady_timer>(context.io(), after);
+  outbox_timer->async_wait(asio::bind_executor(strand, [self = shared_from_this()](const asio::error_code& ec) {
+    if (self->torn_down) return;
+    self->outbox_timer.reset();
+    if (!ec) self->RetryOutbox();
+  }));
+}
+
+void Router::Impl::RetryOutbox() {
+  if (shutting_down) return;
+  auto entries = store->ListOutbox();
+  if (!entries) return Log(LogLevel::warning, "reading the outbox failed: " + entries.error().ToString());
+  const auto now = std::chrono::system_clock::now();
+  std::optional<std::chrono::system_clock::time_point> soonest;
+  for (OutboxEntry& e : *entries) {
+    if (delivering.count(e.id) != 0) continue;
+    if (e.next_attempt > now) {
+      if (!soonest || e.next_attempt < *soonest) soonest = e.next_attempt;
+      continue;
+    }
+    e.attempts = 0;
+    Deliver(std::move(e));
+  }
+  if (soonest) {
+    ScheduleOutboxRetry(std::chrono::duration_cast<std::chrono::milliseconds>(*soonest - now) +
+                        std::chrono::milliseconds(10));
+  }
+  std::lock_guard lock(stats_mu);
+  stats.outbox = entries->size();
+}
+
+}  // namespace sessionturn

@@ -1,0 +1,253 @@
+// The Router's insides (router.hpp): one strand on the Context runs all of it, so nothing here has a
+// lock except the stats. The files split it by job:
+//   router.cpp            the public facade, Create, Stats
+//   router_intake.cpp     a delivered message: validate, match, route to a Session, dedupe, accept
+//   router_turns.cpp      a Session's queue, the admission limit, one turn's life, its result
+//   router_live.cpp       messages edited in place (receipts, progress) under the platform's rate
+//   router_delivery.cpp   the final reply: rendered, split, delivered from the outbox
+//   router_questions.cpp  the agent's questions in the thread, and button presses
+//   router_commands.cpp   chat commands
+//   router_restart.cpp    Start (re-attach after a restart) and Shutdown
+#pragma once
+#include <asio.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "routing/match.hpp"
+#include "routing/store.hpp"
+#include "sessionturn/router.hpp"
+
+namespace sessionturn {
+
+namespace routing {
+
+using Strand = asio::strand<asio::io_context::executor_type>;
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+// A message the router keeps editing (a receipt, a turn's progress): the newest text wins, sent no
+// more often than the chat's edit budget allows. Progress is droppable; the final reply is not and
+// does not go through here (router_delivery.cpp), but waits for an edit in flight to land first.
+struct LiveMessage {
+  ThreadRef where;
+  std::string message_id;  // empty until the post landed
+  std::string wanted;      // the text it should show
+  std::string shown;       // the text it shows (as far as we know)
+  bool posting = false;    // the post is in flight
+  bool editing = false;    // an edit is in flight
+  bool retired = false;    // the final reply took over: no more progress
+  std::unique_ptr<asio::steady_timer> timer;  // the next paced edit, when one is due
+  std::vector<std::function<void()>> on_idle;  // run once no post or edit is in flight
+};
+
+// One chat's edit budget (DESIGN.md §6: never more than the adapter allows, by default one per second).
+struct ChatPace {
+  SteadyTime next_edit{};  // no edit in this chat before this
+};
+
+// An accepted message waiting in its Session's queue (the router's; the runtime has its own).
+struct Waiting {
+  std::int64_t inbox_id = 0;
+  InboundMessage message;
+  ThreadRef where;  // where the reply goes
+  std::size_t route = 0;
+  std::shared_ptr<LiveMessage> receipt;  // "Queued — position 2", later the turn's placeholder
+};
+
+struct QuestionRun;
+
+// One turn in flight.
+struct TurnRun {
+  std::string session;
+  std::string request_id;
+  std::int64_t inbox_id = 0;
+  ThreadRef where;
+  InboundMessage message;
+  std::size_t route = 0;
+  std::shared_ptr<LiveMessage> live;  // the placeholder: progress, then the reply
+  SteadyTime started{};
+  std::string stage = "starting";  // starting, waking, queued, running
+  std::string tool;                 // the running tool and its short input
+  std::string tail;                 // the end of the streamed reply
+  std::optional<Usage> usage;
+  TurnRef ref;                      // where it is in the runtime's journal
+  bool accepted = false;
+  bool attached = false;            // re-attached after a restart
+  bool done = false;
+  std::string open_question;        // the QuestionRun id while the agent waits for an answer
+  bool with_context = false;        // the prompt carried the thread's earlier messages
+  std::string prompt;               // what was (or will be) submitted
+  CancellationSource cancel;
+  std::unique_ptr<asio::steady_timer> ticker;  // elapsed time in the progress, while it runs
+};
+
+// A Session with state in this process.
+struct SessionRun {
+  std::string name;
+  std::size_t route = 0;
+  bool ensured = false;                 // Ensure ran in this process
+  std::shared_ptr<Driver> driver;       // once WaitReady handed a connector; dropped when it failed
+  std::deque<Waiting> queue;
+  std::shared_ptr<TurnRun> running;
+  bool in_admission = false;            // waiting for a slot under max_in_flight
+  bool starting = false;                // between admission and the turn's start
+};
+
+// A question of the agent, asked in a thread.
+struct QuestionRun {
+  OpenQuestion stored;
+  Responder responder;                  // empty after a restart until the re-attached turn asks again
+  std::weak_ptr<TurnRun> turn;
+  std::size_t next = 0;                 // the question answered next (several are answered in order)
+  std::map<std::string, std::vector<std::string>> answers;
+  std::unique_ptr<asio::steady_timer> timeout;
+  bool resolved = false;
+};
+
+}  // namespace routing
+
+struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
+  Impl(Context& c, SessionBackend& b, ChatAdapter& a, RouterOptions o, routing::RouteMatcher m,
+       std::unique_ptr<routing::RouterStore> s);
+
+  Context& context;
+  SessionBackend& backend;
+  ChatAdapter& adapter;
+  const RouterOptions options;
+  const ChatCapabilities caps;
+  const routing::RouteMatcher matcher;
+  std::unique_ptr<routing::RouterStore> store;
+  routing::Strand strand;
+
+  // Strand only.
+  bool started = false;
+  bool shutting_down = false;
+  // Teardown ran (~Router): the store is closed and every handler still in flight is dropped when it
+  // lands (Run, OnStrand, After and the timers check this first).
+  bool torn_down = false;
+  std::function<void()> finish_shutdown;  // set while a Shutdown's notices are going out
+  std::unordered_map<std::string, std::shared_ptr<routing::SessionRun>> sessions;
+  std::deque<std::string> admission;  // Sessions waiting for a slot, in order
+  std::size_t in_flight = 0;
+  std::unordered_map<std::string, routing::ChatPace> paces;  // by chat key
+  std::unordered_map<std::string, std::shared_ptr<routing::QuestionRun>> questions;  // by id
+  std::unique_ptr<asio::steady_timer> outbox_timer;
+  std::unordered_set<std::int64_t> delivering;  // outbox entries with a delivery running
+  std::uint64_t next_question = 0;
+  std::mt19937_64 rng{std::random_device{}()};
+  std::map<std::string, routing::SteadyTime> pending_deletes;  // chat key + session: confirm before
+  // `sessions` pickers: id -> the Sessions in the order their buttons show (forgotten on restart).
+  std::unordered_map<std::string, std::pair<ThreadRef, std::vector<std::string>>> pickers;
+
+  mutable std::mutex stats_mu;
+  RouterStats stats;
+
+  // ---- helpers (router.cpp) ----
+  template <typename Fn>
+  void Run(Fn&& fn) {
+    asio::post(strand, [self = shared_from_this(), fn = std::forward<Fn>(fn)]() mutable {
+      if (!self->torn_down) fn(*self);
+    });
+  }
+  // Wraps a handler so it runs on the strand, holding the router.
+  template <typename... Args, typename Fn>
+  std::function<void(Args...)> OnStrand(Fn&& fn) {
+    return [self = shared_from_this(), fn = std::forward<Fn>(fn)](Args... args) mutable {
+      asio::post(self->strand, [self, fn, tup = std::make_tuple(std::move(args)...)]() mutable {
+        if (self->torn_down) return;
+        std::apply([&](auto&&... a) { fn(*self, std::move(a)...); }, std::move(tup));
+      });
+    };
+  }
+  void Log(LogLevel level, const std::string& text) const;
+  // Detaches the drivers (the turns go on in their Sessions), cancels the timers, closes the store
+  // (so the next router may open it at once) and drops the state that holds the router: for
+  // ~Router. Strand, or once nothing runs.
+  void Teardown();
+  // Runs `fn` on the strand after `delay`.
+  void After(std::chrono::milliseconds delay, std::function<void(Impl&)> fn);
+  void Bump(std::uint64_t RouterStats::*counter, std::uint64_t by = 1);
+  const RouteConfig& Route(std::size_t index) const { return matcher.routes().at(index); }
+  routing::SessionRun& SessionFor(const std::string& name, std::size_t route);
+  static std::string ChatKey(const ThreadRef& where);
+
+  // ---- intake (router_intake.cpp) ----
+  void Intake(InboundMessage message, std::function<void(Result<Disposition>)> done);
+  Result<std::string> SessionOf(const InboundMessage& message, std::size_t route);
+  void OnEdited(const InboundMessage& message, std::function<void(Result<Disposition>)> done);
+  std::string Render(std::string_view markdown) const;  // one message's worth, for the router's notes
+  void Note(const ThreadRef& where, std::string_view markdown, const std::string& session = {},
+            const std::string& reply_to = {});
+
+  // ---- turns (router_turns.cpp) ----
+  void Enqueue(routing::SessionRun& s, routing::Waiting w);
+  void Pump(routing::SessionRun& s);
+  void Admit();
+  void StartTurn(routing::SessionRun& s, routing::Waiting w);
+  void ReadyThenRun(const std::shared_ptr<routing::TurnRun>& turn, std::function<void(Driver&)> run);
+  void Submit(const std::shared_ptr<routing::TurnRun>& turn, Driver& driver);
+  std::string PromptOf(const routing::TurnRun& turn, const std::vector<ThreadHistoryMessage>& context) const;
+  void Tick(const std::shared_ptr<routing::TurnRun>& turn);
+  void PublishGauges();
+  void Attach(const std::shared_ptr<routing::TurnRun>& turn, Driver& driver);
+  TurnOptions OptionsFor(const std::shared_ptr<routing::TurnRun>& turn);
+  void OnEvent(const std::shared_ptr<routing::TurnRun>& turn, const Event& event);
+  void OnResult(const std::shared_ptr<routing::TurnRun>& turn, Result<TurnResult> result);
+  void EndTurn(const std::shared_ptr<routing::TurnRun>& turn, std::string reply_markdown);
+  void UpdateReceipts(routing::SessionRun& s);
+  std::string ProgressText(const routing::TurnRun& turn) const;
+  void ShowProgress(const std::shared_ptr<routing::TurnRun>& turn);
+
+  // ---- live messages (router_live.cpp) ----
+  std::shared_ptr<routing::LiveMessage> PostLive(const ThreadRef& where, std::string markdown,
+                                                 const std::string& session, const std::string& reply_to);
+  void SetLive(const std::shared_ptr<routing::LiveMessage>& live, std::string markdown);
+  void PaceLive(const std::shared_ptr<routing::LiveMessage>& live);
+  void SendLive(const std::shared_ptr<routing::LiveMessage>& live);
+  void WhenIdle(const std::shared_ptr<routing::LiveMessage>& live, std::function<void()> fn);
+  std::chrono::milliseconds EditSpacing() const;
+
+  // ---- delivery (router_delivery.cpp) ----
+  std::vector<std::string> RenderParts(std::string_view markdown) const;
+  void Deliver(routing::OutboxEntry entry);
+  void DeliverPart(std::shared_ptr<routing::OutboxEntry> entry, int edit_attempts);
+  void OnPartFailed(std::shared_ptr<routing::OutboxEntry> entry, const Error& error);
+  void ScheduleOutboxRetry(std::chrono::milliseconds after);
+  void RetryOutbox();
+
+  // ---- questions (router_questions.cpp) ----
+  void OnQuestion(const std::shared_ptr<routing::TurnRun>& turn, const Event& event, Responder responder);
+  // The open question `message` answers: a reply to its message, or the next message in its thread
+  // from someone who may answer it. Null: it is no answer (it queues as a message).
+  std::shared_ptr<routing::QuestionRun> QuestionFor(const InboundMessage& message, std::size_t route);
+  void AnswerFromChat(routing::QuestionRun& q, const InboundMessage& message);
+  void Answer(routing::QuestionRun& q, std::vector<std::string> choice, const std::string& who_id,
+              const std::string& who_name);
+  bool MayAnswer(const routing::QuestionRun& q, const std::string& user) const;
+  void ExpireQuestion(std::string id);
+  void ForgetQuestionsOf(const routing::TurnRun& turn);
+  void Action(InboundAction action);
+
+  // ---- commands (router_commands.cpp) ----
+  void TryCommand(const InboundMessage& message, std::size_t route, const std::string& session);
+  bool PickerAction(const InboundAction& action);
+  void ListSessions(const InboundMessage& message, const std::string& current);
+  void SwitchTo(const ThreadRef& where, const std::string& session, const std::string& reply_to);
+
+  // ---- restart (router_restart.cpp) ----
+  void Resume();
+  void BeginShutdown(std::function<void()> done);
+};
+
+}  // namespace sessionturn

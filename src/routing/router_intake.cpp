@@ -1,0 +1,188 @@
+// A delivered message: validated, matched to a route, routed to its Session (reply-to, platform
+// thread, the chat's current Session), deduped and accepted into the store before the adapter
+// acknowledges it; commands and answers are taken out before any of it reaches a Session.
+#include <array>
+
+#include "routing/answers.hpp"
+#include "routing/commands.hpp"
+#include "routing/router_impl.hpp"
+#include "sessionturn/render.hpp"
+
+namespace sessionturn {
+
+using routing::DedupeKey;
+using routing::DedupeKind;
+
+namespace {
+
+std::array<DedupeKey, 2> KeysOf(const InboundMessage& m) {
+  const char sep = '\x1f';
+  return {DedupeKey{DedupeKind::message, m.platform + sep + m.workspace + sep + m.chat + sep + m.message_id},
+          DedupeKey{DedupeKind::event, m.event_id.empty() ? std::string() : m.platform + sep + m.event_id}};
+}
+
+std::span<const DedupeKey> Present(const std::array<DedupeKey, 2>& keys) {
+  return std::span<const DedupeKey>(keys.data(), keys[1].key.empty() ? 1 : 2);
+}
+
+}  // namespace
+
+std::string Router::Impl::Render(std::string_view markdown) const {
+  RenderOptions o;
+  o.dialect = caps.dialect;
+  o.max_length = caps.max_length;
+  o.unit = caps.unit;
+  o.soft_length = caps.soft_length;
+  auto parts = RenderReply(markdown, o);
+  if (!parts || parts->empty()) return std::string(markdown.substr(0, caps.max_length / 4));
+  return std::move(parts->front().text);
+}
+
+void Router::Impl::Note(const ThreadRef& where, std::string_view markdown, const std::string& session,
+                        const std::string& reply_to) {
+  OutboundMessage out{Render(markdown), {}, reply_to};
+  adapter.AsyncPost(where, std::move(out),
+                    OnStrand<Result<std::string>>([where, session](Impl& r, Result<std::string> id) {
+                      if (!id) {
+                        r.Log(LogLevel::warning, "posting a note in chat " + where.chat + " failed: " + id.error().ToString());
+                        return;
+                      }
+                      if (session.empty()) return;
+                      if (auto st = r.store->IndexBotMessage({routing::ChatRef::Of(where), *id, session,
+                                                              routing::BotMessageKind::note});
+                          !st) {
+                        r.Log(LogLevel::warning, st.error().ToString());
+                      }
+                    }));
+}
+
+void Router::Impl::Intake(InboundMessage m, std::function<void(Result<Disposition>)> done) {
+  if (shutting_down) {
+    return done(Fail(Errc::unavailable, "the router is shutting down; the platform should deliver the message again"));
+  }
+  if (m.platform.empty() || m.chat.empty() || m.message_id.empty()) {
+    return done(Fail(Errc::invalid_argument, "an InboundMessage needs a platform, a chat and a message id (got '" +
+                                                 m.platform + "', '" + m.chat + "', '" + m.message_id + "')"));
+  }
+  if (m.kind != MessageKind::new_message) return OnEdited(m, std::move(done));
+  const routing::RouteMatch match = matcher.Match(m);
+  if (!match.warning.empty()) Log(LogLevel::warning, match.warning);
+  if (match.route == nullptr) {
+    Log(LogLevel::debug, "message " + m.message_id + " in chat " + m.chat + " matched no route: " + match.reason);
+    return done(Disposition::ignored);
+  }
+  const std::size_t route = match.index;
+  const auto keys = KeysOf(m);
+  // Commands and answers never reach a Session; a redelivered one must not run twice.
+  auto seen = [&]() -> Result<bool> {
+    bool any = false;
+    for (const DedupeKey& k : Present(keys)) {
+      auto s = store->SeenOrRemember(k.kind, k.key);
+      if (!s) return Fail(s.error());
+      any = any || *s;
+    }
+    return any;
+  };
+  auto session = SessionOf(m, route);
+  if (!session) return done(Fail(session.error()));
+  if (routing::ParseCommand(m.text, caps, options.bot_username)) {
+    auto dup = seen();
+    if (!dup) return done(Fail(dup.error()));
+    if (*dup) return done(Disposition::duplicate);
+    TryCommand(m, route, *session);
+    return done(Disposition::accepted);
+  }
+  if (auto question = QuestionFor(m, route)) {
+    auto dup = seen();
+    if (!dup) return done(Fail(dup.error()));
+    if (*dup) return done(Disposition::duplicate);
+    AnswerFromChat(*question, m);
+    return done(Disposition::accepted);
+  }
+  routing::SessionRun& s = SessionFor(*session, route);
+  if (s.queue.size() >= options.max_queued) {
+    auto dup = seen();
+    if (!dup) return done(Fail(dup.error()));
+    if (*dup) return done(Disposition::duplicate);
+    Note(m.Where(),
+         "Too many messages are queued for this conversation (" + std::to_string(options.max_queued) +
+             "). This one was not sent to the agent; send it again once the queue is shorter.",
+         s.name, m.message_id);
+    return done(Disposition::refused);
+  }
+  auto id = store->AcceptMessage(m.Where(), s.name, m, Present(keys), std::chrono::system_clock::now());
+  if (!id) return done(Fail(id.error()));
+  if (!*id) return done(Disposition::duplicate);
+  Bump(&RouterStats::messages_accepted);
+  done(Disposition::accepted);
+  routing::Waiting w;
+  w.inbox_id = **id;
+  w.where = m.Where();
+  w.route = route;
+  w.message = std::move(m);
+  Enqueue(s, std::move(w));
+}
+
+Result<std::string> Router::Impl::SessionOf(const InboundMessage& m, std::size_t route) {
+  (void)route;
+  const ThreadRef where = m.Where();
+  const routing::ChatRef chat = routing::ChatRef::Of(where);
+  if (!m.reply_to_message_id.empty()) {
+    auto bot = store->FindBotMessage(chat, m.reply_to_message_id);
+    if (!bot) return Fail(bot.error());
+    if (*bot) return (*bot)->session;
+  }
+  if (!where.thread.empty()) {
+    auto bound = store->FindBinding(where);
+    if (!bound) return Fail(bound.error());
+    if (*bound) return (*bound)->session;
+    std::string name = SessionName(options.session_prefix, where.platform, options.owner_uid, where.chat, where.thread);
+    routing::Binding b{where, name, std::chrono::system_clock::now(), false};
+    if (auto st = store->BindThread(b); !st) return Fail(st.error());
+    if (auto st = store->AddChatSession({chat, name, b.created, {}}); !st) return Fail(st.error());
+    return name;
+  }
+  auto current = store->Current(chat);
+  if (!current) return Fail(current.error());
+  if (*current) return **current;
+  std::string name = SessionName(options.session_prefix, where.platform, options.owner_uid, where.chat, "");
+  if (auto st = store->AddChatSession({chat, name, std::chrono::system_clock::now(), {}}); !st) return Fail(st.error());
+  if (auto st = store->SetCurrent(chat, name); !st) return Fail(st.error());
+  return name;
+}
+
+void Router::Impl::OnEdited(const InboundMessage& m, std::function<void(Result<Disposition>)> done) {
+  if (!m.event_id.empty()) {
+    auto seen = store->SeenOrRemember(DedupeKind::event, m.platform + '\x1f' + m.event_id);
+    if (!seen) return done(Fail(seen.error()));
+    if (*seen) return done(Disposition::duplicate);
+  }
+  const bool deleted = m.kind == MessageKind::deleted;
+  for (auto& [name, s] : sessions) {
+    for (auto it = s->queue.begin(); it != s->queue.end(); ++it) {
+      if (it->message.chat != m.chat || it->message.message_id != m.message_id) continue;
+      if (deleted) {
+        if (auto st = store->RemoveInbox(it->inbox_id); !st) return done(Fail(st.error()));
+        SetLive(it->receipt, "Withdrawn: the message was deleted before its turn started.");
+        s->queue.erase(it);
+        UpdateReceipts(*s);
+      } else {
+        if (auto st = store->UpdateInboxText(it->inbox_id, m.text); !st) return done(Fail(st.error()));
+        it->message.text = m.text;
+        it->message.attachments_text = m.attachments_text;
+        UpdateReceipts(*s);
+      }
+      return done(Disposition::accepted);
+    }
+    if (s->running && s->running->message.chat == m.chat && s->running->message.message_id == m.message_id) {
+      Note(s->running->where,
+           deleted ? "The message was deleted, but its turn had already started: it goes on (`stop` interrupts it)."
+                   : "The message was edited, but its turn had already started: the running turn was not changed.",
+           s->name, m.message_id);
+      return done(Disposition::accepted);
+    }
+  }
+  return done(Disposition::ignored);  // not one we hold (already answered, or never ours)
+}
+
+}  // namespace sessionturn

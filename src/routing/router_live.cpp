@@ -1,0 +1,116 @@
+// Messages the router edits in place (receipts, progress): the newest text wins and goes out no more
+// often than the chat's edit budget (the adapter's edit rate, and RouterOptions::progress_interval);
+// a 429 pushes the chat's next edit back by its retry_after. Intermediate texts are dropped freely:
+// only the last one matters, and the final reply does not come through here.
+#include "routing/router_impl.hpp"
+
+namespace sessionturn {
+
+using routing::LiveMessage;
+
+std::chrono::milliseconds Router::Impl::EditSpacing() const {
+  const auto per_edit = caps.edit_interval / std::max(1, caps.edits_per_interval);
+  return std::max<std::chrono::milliseconds>(options.progress_interval,
+                                             std::chrono::duration_cast<std::chrono::milliseconds>(per_edit));
+}
+
+namespace {
+
+void RunIdle(LiveMessage& live) {
+  if (live.posting || live.editing) return;
+  auto waiting = std::move(live.on_idle);
+  live.on_idle.clear();
+  for (auto& fn : waiting) fn();
+}
+
+}  // namespace
+
+std::shared_ptr<LiveMessage> Router::Impl::PostLive(const ThreadRef& where, std::string markdown,
+                                                    const std::string& session, const std::string& reply_to) {
+  auto live = std::make_shared<LiveMessage>();
+  live->where = where;
+  live->wanted = Render(markdown);
+  live->posting = true;
+  const std::string text = live->wanted;
+  adapter.AsyncPost(where, OutboundMessage{text, {}, reply_to},
+                    OnStrand<Result<std::string>>([live, text, session](Impl& r, Result<std::string> id) {
+                      live->posting = false;
+                      if (!id) {
+                        // The reply is then posted as a new message (one, never two).
+                        r.Log(LogLevel::warning, "posting a placeholder in chat " + live->where.chat +
+                                                     " failed: " + id.error().ToString());
+                      } else {
+                        live->message_id = *id;
+                        live->shown = text;
+                        if (auto st = r.store->IndexBotMessage({routing::ChatRef::Of(live->where), *id, session,
+                                                                routing::BotMessageKind::placeholder});
+                            !st) {
+                          r.Log(LogLevel::warning, st.error().ToString());
+                        }
+                        r.PaceLive(live);
+                      }
+                      RunIdle(*live);
+                    }));
+  return live;
+}
+
+void Router::Impl::SetLive(const std::shared_ptr<LiveMessage>& live, std::string markdown) {
+  if (!live || live->retired) return;
+  live->wanted = Render(markdown);
+  PaceLive(live);
+}
+
+void Router::Impl::PaceLive(const std::shared_ptr<LiveMessage>& live) {
+  if (live->retired || live->posting || live->editing || live->message_id.empty()) return;
+  if (live->wanted == live->shown || live->timer) return;  // nothing new, or an edit is due already
+  const auto now = std::chrono::steady_clock::now();
+  const auto at = paces[ChatKey(live->where)].next_edit;
+  if (at <= now) return SendLive(live);
+  live->timer = std::make_unique<asio::steady_timer>(context.io(), at);
+  live->timer->async_wait(asio::bind_executor(strand, [self = shared_from_this(), live](const asio::error_code& ec) {
+    if (self->torn_down) return;
+    live->timer.reset();
+    if (ec) return;
+    self->SendLive(live);
+  }));
+}
+
+void Router::Impl::SendLive(const std::shared_ptr<LiveMessage>& live) {
+  if (live->retired || live->posting || live->editing || live->wanted == live->shown) return RunIdle(*live);
+  const auto now = std::chrono::steady_clock::now();
+  auto& pace = paces[ChatKey(live->where)];
+  if (pace.next_edit > now) return PaceLive(live);  // another message of the chat took the slot
+  pace.next_edit = now + EditSpacing();
+  live->editing = true;
+  const std::string text = live->wanted;
+  adapter.AsyncEdit(live->where, live->message_id, OutboundMessage{text, {}, {}},
+                    OnStrand<Status>([live, text](Impl& r, Status st) {
+                      live->editing = false;
+                      if (st) {
+                        live->shown = text;
+                        r.Bump(&RouterStats::edits_sent);
+                      } else {
+                        r.Bump(&RouterStats::edits_dropped);
+                        if (st.error().retry_after.count() > 0) {
+                          auto& p = r.paces[ChatKey(live->where)];
+                          p.next_edit = std::max(p.next_edit, std::chrono::steady_clock::now() + st.error().retry_after);
+                        }
+                        r.Log(LogLevel::debug, "a progress edit in chat " + live->where.chat +
+                                                   " failed (the next one carries its text): " + st.error().ToString());
+                      }
+                      r.PaceLive(live);
+                      RunIdle(*live);
+                    }));
+}
+
+void Router::Impl::WhenIdle(const std::shared_ptr<LiveMessage>& live, std::function<void()> fn) {
+  live->retired = true;
+  if (live->timer) {
+    live->timer->cancel();
+    live->timer.reset();
+  }
+  if (!live->posting && !live->editing) return fn();
+  live->on_idle.push_back(std::move(fn));
+}
+
+}  // namespace sessionturn

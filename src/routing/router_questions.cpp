@@ -1,0 +1,240 @@
+// The agent's questions in the chat: posted into the turn's thread (numbered options, buttons where
+// the platform has them), answered by a button, by a reply to the question, or by the next message
+// in the thread from someone allowed to answer; declined when nobody answers in time; the question
+// message edited to show the outcome. Button presses of every kind arrive here first.
+#include <cstdio>
+
+#include "routing/answers.hpp"
+#include "routing/router_impl.hpp"
+#include "sessionturn/render.hpp"
+
+namespace sessionturn {
+
+using routing::QuestionRun;
+using routing::TurnRun;
+
+namespace {
+
+void Ack(const InboundAction& action, std::string_view text) {
+  if (action.ack) action.ack(text);
+}
+
+std::string Joined(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
+  return out;
+}
+
+}  // namespace
+
+bool Router::Impl::MayAnswer(const QuestionRun& q, const std::string& user) const {
+  if (user == q.stored.asker_id) return true;
+  std::size_t route = 0;
+  if (auto turn = q.turn.lock()) route = turn->route;
+  const RouteConfig& r = Route(route);
+  if (routing::IsAdmin(r, user)) return true;
+  return options.answerers == AnswerPolicy::allowed_users && routing::IsAllowedUser(r, user);
+}
+
+void Router::Impl::OnQuestion(const std::shared_ptr<TurnRun>& turn, const Event& event, Responder responder) {
+  if (turn->done || shutting_down) {
+    responder.Decline();
+    return;
+  }
+  // After a restart the re-attached turn asks again: the question is in the thread already.
+  for (auto& [id, q] : questions) {
+    if (q->stored.request_id == turn->request_id && q->stored.input_id == event.input_id) {
+      q->responder = responder;
+      q->turn = turn;
+      turn->open_question = id;
+      ShowProgress(turn);
+      return;
+    }
+  }
+  auto q = std::make_shared<QuestionRun>();
+  char id[16];
+  std::snprintf(id, sizeof id, "%08llx", static_cast<unsigned long long>(rng() & 0xffffffffULL));
+  q->stored.id = id;
+  q->stored.session = turn->session;
+  q->stored.request_id = turn->request_id;
+  q->stored.input_id = event.input_id;
+  q->stored.thread = turn->where;
+  q->stored.questions = event.questions;
+  q->stored.asker_id = turn->message.author_id;
+  q->stored.deadline = std::chrono::system_clock::now() +
+                       std::chrono::duration_cast<std::chrono::system_clock::duration>(options.answer_timeout);
+  q->responder = responder;
+  q->turn = turn;
+  if (q->stored.questions.empty()) {
+    responder.Decline();  // nothing to ask: the runtime sent an empty request
+    return;
+  }
+  questions[q->stored.id] = q;
+  turn->open_question = q->stored.id;
+  ShowProgress(turn);
+  PublishGauges();
+  std::vector<std::vector<Button>> buttons;
+  if (q->stored.questions.size() == 1) buttons = routing::QuestionButtons(q->stored.id, q->stored.questions[0], caps);
+  adapter.AsyncPost(turn->where, OutboundMessage{Render(routing::FormatQuestion(event, caps)), buttons,
+                                                 turn->message.message_id},
+                    OnStrand<Result<std::string>>([q](Impl& r, Result<std::string> message_id) {
+                      if (!message_id) {
+                        r.Log(LogLevel::warning, "the agent's question could not be posted in chat " +
+                                                     q->stored.thread.chat + ": " + message_id.error().ToString());
+                        // Nobody can answer a question nobody sees.
+                        q->resolved = true;
+                        q->responder.Decline();
+                        r.questions.erase(q->stored.id);
+                        if (auto turn = q->turn.lock()) turn->open_question.clear();
+                        return;
+                      }
+                      q->stored.message_id = *message_id;
+                      if (auto st = r.store->AddQuestion(q->stored); !st) r.Log(LogLevel::warning, st.error().ToString());
+                      if (auto st = r.store->IndexBotMessage({routing::ChatRef::Of(q->stored.thread), *message_id,
+                                                              q->stored.session, routing::BotMessageKind::question});
+                          !st) {
+                        r.Log(LogLevel::warning, st.error().ToString());
+                      }
+                    }));
+  q->timeout = std::make_unique<asio::steady_timer>(context.io(), options.answer_timeout);
+  q->timeout->async_wait(asio::bind_executor(strand, [self = shared_from_this(), id = q->stored.id](
+                                                         const asio::error_code& ec) {
+    if (!ec && !self->torn_down) self->ExpireQuestion(id);
+  }));
+}
+
+std::shared_ptr<QuestionRun> Router::Impl::QuestionFor(const InboundMessage& m, std::size_t route) {
+  (void)route;
+  if (!m.reply_to_message_id.empty()) {
+    for (auto& [id, q] : questions) {
+      if (q->stored.message_id == m.reply_to_message_id && q->stored.thread.chat == m.chat) return q;
+    }
+  }
+  // The next message in the question's thread from someone who may answer it.
+  for (auto& [id, q] : questions) {
+    if (q->resolved || !(q->stored.thread == m.Where()) || !m.reply_to_message_id.empty()) continue;
+    if (MayAnswer(*q, m.author_id)) return q;
+  }
+  return nullptr;
+}
+
+void Router::Impl::AnswerFromChat(QuestionRun& q, const InboundMessage& m) {
+  if (!MayAnswer(q, m.author_id)) {
+    Note(m.Where(), "Only the person whose message started this turn can answer the agent's question.",
+         q.stored.session, m.message_id);
+    return;
+  }
+  const InputQuestion& current = q.stored.questions.at(q.next);
+  auto choice = routing::ParseAnswer(m.text, current);
+  if (!choice) {
+    Note(m.Where(), "That is not an answer to the question: " + EscapeMarkdown(choice.error().message),
+         q.stored.session, m.message_id);
+    return;
+  }
+  Answer(q, std::move(*choice), m.author_id, m.author_name);
+}
+
+void Router::Impl::Answer(QuestionRun& q, std::vector<std::string> choice, const std::string& who_id,
+                          const std::string& who_name) {
+  (void)who_id;
+  // `q` lives in `questions`: keep it (and its id) alive past the erase below.
+  const auto hold = questions.at(q.stored.id);
+  const std::string id = q.stored.id;
+  const InputQuestion& current = q.stored.questions.at(q.next);
+  const bool secret = current.secret;
+  q.answers[current.id] = choice;
+  ++q.next;
+  if (q.next < q.stored.questions.size()) {
+    Note(q.stored.thread, "Got it. Now question " + std::to_string(q.next + 1) + " of " +
+                              std::to_string(q.stored.questions.size()) + ", please.", q.stored.session);
+    return;
+  }
+  if (!q.responder.Answer(q.answers)) {
+    Note(q.stored.thread, "The agent is not waiting for this answer any more (the question was resolved elsewhere).",
+         q.stored.session);
+  }
+  q.resolved = true;
+  if (q.timeout) q.timeout->cancel();
+  std::string shown = secret ? std::string("(the answer is not shown)") : EscapeMarkdown(Joined(choice));
+  const std::string name = who_name.empty() ? std::string("someone") : EscapeMarkdown(who_name);
+  if (!q.stored.message_id.empty()) {
+    adapter.AsyncEdit(q.stored.thread, q.stored.message_id,
+                      OutboundMessage{Render("\u2705 Answered by " + name + ": " + shown), {}, {}},
+                      OnStrand<Status>([](Impl& r, Status st) {
+                        if (!st) r.Log(LogLevel::info, "marking a question answered failed: " + st.error().ToString());
+                      }));
+  }
+  if (auto st = store->RemoveQuestion(id); !st) Log(LogLevel::warning, st.error().ToString());
+  if (auto turn = q.turn.lock()) {
+    turn->open_question.clear();
+    ShowProgress(turn);
+  }
+  questions.erase(id);
+  PublishGauges();
+}
+
+void Router::Impl::ExpireQuestion(std::string id) {  // a copy: the entry it names is erased below
+  auto it = questions.find(id);
+  if (it == questions.end() || it->second->resolved) return;
+  auto q = it->second;
+  q->resolved = true;
+  q->responder.Decline();
+  const auto minutes = std::chrono::duration_cast<std::chrono::minutes>(options.answer_timeout).count();
+  const std::string text = "\u231B No answer within " +
+                           (minutes > 0 ? std::to_string(minutes) + " min"
+                                        : std::to_string(options.answer_timeout.count()) + " ms") +
+                           ": the question was declined and the agent goes on without it.";
+  if (!q->stored.message_id.empty()) {
+    adapter.AsyncEdit(q->stored.thread, q->stored.message_id, OutboundMessage{Render(text), {}, {}},
+                      OnStrand<Status>([](Impl&, Status) {}));
+  }
+  Note(q->stored.thread, text, q->stored.session);
+  if (auto st = store->RemoveQuestion(id); !st) Log(LogLevel::warning, st.error().ToString());
+  if (auto turn = q->turn.lock()) {
+    turn->open_question.clear();
+    ShowProgress(turn);
+  }
+  questions.erase(id);
+  PublishGauges();
+}
+
+void Router::Impl::ForgetQuestionsOf(const TurnRun& turn) {
+  for (auto it = questions.begin(); it != questions.end();) {
+    auto q = it->second;
+    if (q->stored.request_id != turn.request_id) {
+      ++it;
+      continue;
+    }
+    if (q->timeout) q->timeout->cancel();
+    if (!q->resolved && !q->stored.message_id.empty()) {
+      adapter.AsyncEdit(q->stored.thread, q->stored.message_id,
+                        OutboundMessage{Render("This question is closed: its turn ended."), {}, {}},
+                        OnStrand<Status>([](Impl&, Status) {}));
+    }
+    if (auto st = store->RemoveQuestion(q->stored.id); !st) Log(LogLevel::warning, st.error().ToString());
+    it = questions.erase(it);
+  }
+  PublishGauges();
+}
+
+void Router::Impl::Action(InboundAction action) {
+  if (auto choice = routing::ParseButtonData(action.data)) {
+    auto it = questions.find(choice->question_id);
+    if (it == questions.end() || it->second->resolved) {
+      return Ack(action, "This question is no longer open (answered, timed out, or its turn ended).");
+    }
+    QuestionRun& q = *it->second;
+    if (!MayAnswer(q, action.author_id)) return Ack(action, "Only the person whose message started this turn can answer.");
+    const InputQuestion& current = q.stored.questions.at(q.next);
+    if (choice->option == 0 || choice->option > current.options.size()) {
+      return Ack(action, "That option is not one of this question's.");
+    }
+    Ack(action, {});
+    Answer(q, {current.options[choice->option - 1].label}, action.author_id, action.author_name);
+    return;
+  }
+  if (PickerAction(action)) return;
+  Ack(action, "This button is no longer active.");
+}
+
+}  // namespace sessionturn

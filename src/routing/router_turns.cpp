@@ -1,0 +1,416 @@
+// A Session's queue and one turn's life: the router's serial queue per Session (receipts with the
+// position), the global admission limit, Ensure and WaitReady ("waking the Session..."), the prompt
+// envelope, the driver's events as progress, and the result turned into the reply.
+#include <cstdio>
+
+#include "routing/envelope.hpp"
+#include "routing/router_impl.hpp"
+#include "sessionturn/render.hpp"
+
+namespace sessionturn {
+
+using routing::SessionRun;
+using routing::TurnRun;
+using routing::Waiting;
+
+namespace {
+
+// The streamed reply's end shown in the progress: a line or two.
+constexpr std::size_t kTailBytes = 280;
+// Elapsed time in the progress moves on without events too.
+constexpr std::chrono::seconds kTickEvery{5};
+
+std::string Seconds(std::chrono::steady_clock::duration d) {
+  const auto s = std::chrono::duration_cast<std::chrono::seconds>(d).count();
+  if (s < 60) return std::to_string(s) + " s";
+  return std::to_string(s / 60) + " min " + std::to_string(s % 60) + " s";
+}
+
+std::string Tail(std::string text) {
+  if (text.size() <= kTailBytes) return text;
+  std::size_t cut = text.size() - kTailBytes;
+  while (cut < text.size() && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) ++cut;
+  return text.substr(cut);
+}
+
+std::string DescribeFailure(const Error& e) {
+  switch (e.code) {
+    case Errc::timeout: return "The turn timed out: " + e.message;
+    case Errc::cancelled: return "The turn was cancelled: " + e.message;
+    case Errc::rejected: return "The Session refused the message: " + e.message;
+    case Errc::connection_failed:
+    case Errc::connection_lost: return "The connection to the Session was lost: " + e.message;
+    default: return "The turn did not finish (" + std::string(ToString(e.code)) + "): " + e.message;
+  }
+}
+
+}  // namespace
+
+void Router::Impl::PublishGauges() {
+  std::size_t waiting = 0;
+  std::size_t running = 0;
+  for (const auto& [name, s] : sessions) {
+    waiting += s->queue.size();
+    running += s->running ? 1 : 0;
+  }
+  std::lock_guard lock(stats_mu);
+  stats.sessions = sessions.size();
+  stats.turns_in_flight = running;
+  stats.turns_waiting = waiting;
+  stats.open_questions = questions.size();
+}
+
+void Router::Impl::Enqueue(SessionRun& s, Waiting w) {
+  const std::size_t ahead = s.queue.size() + ((s.running || s.starting) ? 1 : 0);
+  const std::string text = ahead == 0 && in_flight < options.max_in_flight
+                               ? "\u23F3 Working on it\u2026"
+                               : "\u23F3 Queued \u2014 position " + std::to_string(s.queue.size() + 1);
+  if (!w.receipt) w.receipt = PostLive(w.where, text, s.name, w.message.message_id);
+  s.queue.push_back(std::move(w));
+  Pump(s);
+  PublishGauges();
+}
+
+void Router::Impl::Pump(SessionRun& s) {
+  if (s.running || s.starting || s.queue.empty() || shutting_down) return;
+  if (in_flight >= options.max_in_flight) {
+    if (!s.in_admission) {
+      s.in_admission = true;
+      admission.push_back(s.name);
+    }
+    UpdateReceipts(s);
+    return;
+  }
+  Waiting w = std::move(s.queue.front());
+  s.queue.pop_front();
+  ++in_flight;
+  StartTurn(s, std::move(w));
+}
+
+void Router::Impl::Admit() {
+  while (in_flight < options.max_in_flight && !admission.empty()) {
+    const std::string name = std::move(admission.front());
+    admission.pop_front();
+    auto it = sessions.find(name);
+    if (it == sessions.end()) continue;
+    it->second->in_admission = false;
+    Pump(*it->second);
+  }
+}
+
+void Router::Impl::UpdateReceipts(SessionRun& s) {
+  std::size_t position = 0;
+  for (Waiting& w : s.queue) {
+    ++position;
+    std::string text = "\u23F3 Queued \u2014 position " + std::to_string(position);
+    if (position == 1 && !s.running && s.in_admission) text += " (waiting for a free slot: many conversations are busy)";
+    SetLive(w.receipt, text);
+  }
+}
+
+std::string Router::Impl::PromptOf(const TurnRun& turn, const std::vector<ThreadHistoryMessage>& context) const {
+  PromptEnvelope env;
+  env.platform = turn.message.platform;
+  env.author_name = turn.message.author_name;
+  env.author_id = turn.message.author_id;
+  env.text = turn.message.text;
+  env.attachments_text = turn.message.attachments_text;
+  env.thread_context = context;
+  return FormatPrompt(env);
+}
+
+void Router::Impl::StartTurn(SessionRun& s, Waiting w) {
+  char id[24];
+  std::snprintf(id, sizeof id, "rt-%016llx", static_cast<unsigned long long>(rng()));
+  auto record = store->BeginTurn(w.inbox_id, id, std::chrono::system_clock::now(),
+                                 w.receipt ? w.receipt->message_id : std::string());
+  if (!record) {
+    Log(LogLevel::warning, "message " + w.message.message_id + " could not start: " + record.error().ToString());
+    SetLive(w.receipt, "\u26A0\uFE0F This message could not be sent to the agent: " +
+                           EscapeMarkdown(record.error().message));
+    --in_flight;
+    Pump(s);
+    Admit();
+    return;
+  }
+  auto turn = std::make_shared<TurnRun>();
+  turn->session = s.name;
+  turn->request_id = id;
+  turn->inbox_id = w.inbox_id;
+  turn->where = w.where;
+  turn->message = std::move(w.message);
+  turn->route = w.route;
+  turn->live = w.receipt;
+  turn->started = std::chrono::steady_clock::now();
+  s.running = turn;
+  UpdateReceipts(s);
+  ShowProgress(turn);
+  Tick(turn);
+  PublishGauges();
+
+  auto submit = [turn](Impl& r, std::vector<ThreadHistoryMessage> context) {
+    turn->with_context = !context.empty();
+    turn->prompt = r.PromptOf(*turn, context);
+    r.ReadyThenRun(turn, [turn, &r](Driver& d) { r.Submit(turn, d); });
+  };
+  // The first turn a platform thread gives a Session carries the thread's earlier messages.
+  bool want_context = !turn->where.thread.empty() && caps.fetch_thread && options.thread_context_messages > 0;
+  if (want_context) {
+    auto bound = store->FindBinding(turn->where);
+    want_context = bound && *bound && !(*bound)->context_sent;
+  }
+  if (!want_context) return submit(*this, {});
+  adapter.AsyncFetchThread(
+      turn->where, turn->message.message_id, options.thread_context_messages,
+      OnStrand<Result<std::vector<ThreadHistoryMessage>>>(
+          [submit](Impl& r, Result<std::vector<ThreadHistoryMessage>> history) {
+            if (!history) {
+              r.Log(LogLevel::info, "the thread's earlier messages could not be fetched (the turn goes without them): " +
+                                        history.error().ToString());
+              return submit(r, {});
+            }
+            submit(r, std::move(*history));
+          }));
+}
+
+void Router::Impl::ReadyThenRun(const std::shared_ptr<TurnRun>& turn, std::function<void(Driver&)> run) {
+  auto it = sessions.find(turn->session);
+  if (it == sessions.end()) return OnResult(turn, Fail(Errc::internal, "the Session's state is gone"));
+  SessionRun& s = *it->second;
+  if (s.driver) return run(*s.driver);
+  auto wait = [turn, run = std::move(run)](Impl& r) {
+    std::weak_ptr<Impl> weak = r.shared_from_this();
+    ReadyProgress progress = [weak, turn](const SessionInfo&, std::string_view stage) {
+      auto self = weak.lock();
+      if (!self) return;
+      std::string now(stage);
+      self->Run([turn, now](Impl& r) {
+        if (turn->done || turn->accepted) return;
+        turn->stage = now == "resuming" ? "waking" : now == "ready" ? turn->stage : "starting";
+        r.ShowProgress(turn);
+      });
+    };
+    r.backend.AsyncWaitReady(turn->session, std::chrono::steady_clock::now() + r.options.wait_ready_timeout,
+                             std::move(progress), turn->cancel.Token(),
+                             r.OnStrand<Result<ReadyTarget>>([turn, run](Impl& r2, Result<ReadyTarget> target) {
+                               if (turn->done) return;
+                               if (!target) {
+                                 return r2.OnResult(turn, Fail(Errc::unavailable, "the Session " + turn->session +
+                                                                                      " did not become ready: " +
+                                                                                      target.error().ToString()));
+                               }
+                               auto& session = r2.SessionFor(turn->session, turn->route);
+                               if (!session.driver) session.driver = std::make_shared<Driver>(r2.context, target->connector);
+                               run(*session.driver);
+                             }));
+  };
+  if (s.ensured) return wait(*this);
+  backend.AsyncEnsure(turn->session, Route(turn->route).session,
+                      OnStrand<Result<EnsureResult>>([turn, wait](Impl& r, Result<EnsureResult> ensured) {
+                        if (turn->done) return;
+                        if (!ensured) {
+                          return r.OnResult(turn, Fail(ensured.error().code,
+                                                       "the Session " + turn->session +
+                                                           " could not be created: " + ensured.error().message));
+                        }
+                        r.SessionFor(turn->session, turn->route).ensured = true;
+                        wait(r);
+                      }));
+}
+
+TurnOptions Router::Impl::OptionsFor(const std::shared_ptr<TurnRun>& turn) {
+  TurnOptions o;
+  o.timeout = options.turn_timeout;
+  o.cancel = turn->cancel.Token();
+  o.request_id = turn->request_id;
+  o.questions = QuestionPolicy::ask;
+  // The router declines an unanswered question first, and says so in the thread; the driver's own
+  // deadline is the backstop.
+  o.answer_timeout = options.answer_timeout + std::chrono::seconds(30);
+  std::weak_ptr<Impl> weak = shared_from_this();
+  o.on_question = [weak, turn](const Event& event, Responder responder) {
+    if (auto self = weak.lock()) {
+      self->Run([turn, event, responder](Impl& r) { r.OnQuestion(turn, event, responder); });
+    } else {
+      responder.Decline();
+    }
+  };
+  o.on_event = [weak, turn](const Event& event) {
+    if (auto self = weak.lock()) self->Run([turn, event](Impl& r) { r.OnEvent(turn, event); });
+  };
+  o.on_accepted = [weak, turn](const TurnRef& ref) {
+    if (auto self = weak.lock()) {
+      self->Run([turn, ref](Impl& r) {
+        turn->ref = ref;
+        turn->accepted = true;
+        if (auto st = r.store->UpdateTurnCursor(turn->request_id, {ref.last_event_id, ref.journal_id, ref.turn_id,
+                                                                   ref.revision});
+            !st) {
+          r.Log(LogLevel::warning, st.error().ToString());
+        }
+      });
+    }
+  };
+  return o;
+}
+
+void Router::Impl::Submit(const std::shared_ptr<TurnRun>& turn, Driver& driver) {
+  driver.AsyncSubmitTurn(turn->prompt, OptionsFor(turn),
+                         OnStrand<Result<TurnResult>>([turn](Impl& r, Result<TurnResult> result) {
+                           r.OnResult(turn, std::move(result));
+                         }));
+}
+
+void Router::Impl::Attach(const std::shared_ptr<TurnRun>& turn, Driver& driver) {
+  driver.AsyncAttachTurn(turn->ref, OptionsFor(turn),
+                         OnStrand<Result<TurnResult>>([turn](Impl& r, Result<TurnResult> result) {
+                           if (!result && result.error().code == Errc::not_found && !turn->done) {
+                             // The runtime never got the message (the bot died before it was written):
+                             // submit it now, under the same request id.
+                             r.Log(LogLevel::info, "turn " + turn->request_id + " was not in the Session " +
+                                                       turn->session + ": submitting it again");
+                             auto it = r.sessions.find(turn->session);
+                             if (it != r.sessions.end() && it->second->driver) return r.Submit(turn, *it->second->driver);
+                           }
+                           r.OnResult(turn, std::move(result));
+                         }));
+}
+
+void Router::Impl::OnEvent(const std::shared_ptr<TurnRun>& turn, const Event& e) {
+  if (turn->done) return;
+  if (e.Is(event_type::kTurnStarted)) {
+    turn->stage = "running";
+  } else if (e.Is(event_type::kUserMessage) && e.request_id == turn->request_id) {
+    turn->stage = "queued";  // accepted; waiting behind another client's turn until turn.started
+  } else if (e.Is(event_type::kToolStarted)) {
+    std::string input = e.text.substr(0, std::min<std::size_t>(e.text.find('\n'), 80));
+    turn->tool = e.tool_name.empty() ? std::string("a tool") : e.tool_name;
+    if (!input.empty()) turn->tool += ": " + input;
+  } else if (e.Is(event_type::kToolCompleted)) {
+    turn->tool.clear();
+  } else if (e.Is(event_type::kAssistantDelta)) {
+    turn->tail = Tail(turn->tail + e.text);
+  } else if (e.Is(event_type::kAssistantMessage)) {
+    turn->tail = Tail(e.text);
+  } else if (e.Is(event_type::kRuntimeStatus) && e.runtime && e.runtime->usage) {
+    turn->usage = e.runtime->usage;
+    return;
+  } else {
+    return;
+  }
+  ShowProgress(turn);
+}
+
+std::string Router::Impl::ProgressText(const TurnRun& turn) const {
+  const std::string elapsed = Seconds(std::chrono::steady_clock::now() - turn.started);
+  if (turn.stage == "waking") return "\u23F3 Waking the Session\u2026 (" + elapsed + ")";
+  if (turn.stage == "starting") return "\u23F3 Starting\u2026 (" + elapsed + ")";
+  if (turn.stage == "queued") return "\u23F3 Queued in the Session behind another turn (" + elapsed + ")";
+  std::string text = "\u2699\uFE0F Working\u2026 " + elapsed;
+  if (!turn.tool.empty()) text += " \u00B7 running " + EscapeMarkdown(turn.tool);
+  if (!turn.open_question.empty()) text += " \u00B7 waiting for an answer to its question";
+  if (!turn.tail.empty()) text += "\n\n_\u2026" + EscapeMarkdown(turn.tail) + "_";
+  return text;
+}
+
+void Router::Impl::ShowProgress(const std::shared_ptr<TurnRun>& turn) {
+  if (!turn->done) SetLive(turn->live, ProgressText(*turn));
+}
+
+void Router::Impl::Tick(const std::shared_ptr<TurnRun>& turn) {
+  turn->ticker = std::make_unique<asio::steady_timer>(context.io(), kTickEvery);
+  turn->ticker->async_wait(asio::bind_executor(strand, [self = shared_from_this(), turn](const asio::error_code& ec) {
+    if (ec || turn->done || self->torn_down) return;
+    self->ShowProgress(turn);
+    self->Tick(turn);
+  }));
+}
+
+void Router::Impl::OnResult(const std::shared_ptr<TurnRun>& turn, Result<TurnResult> result) {
+  if (turn->done) return;
+  turn->done = true;
+  if (turn->ticker) turn->ticker->cancel();
+  auto it = sessions.find(turn->session);
+  if (!result && shutting_down && result.error().code == Errc::cancelled) {
+    // Detached by the shutdown: the turn goes on in its Session and the next start re-attaches to it
+    // (its record stays in the store).
+    if (it != sessions.end() && it->second->running == turn) it->second->running.reset();
+    --in_flight;
+    return;
+  }
+  std::string reply;
+  if (!result) {
+    const Errc code = result.error().code;
+    if (it != sessions.end() && (code == Errc::connection_failed || code == Errc::connection_lost ||
+                                 code == Errc::unavailable || code == Errc::not_found)) {
+      it->second->driver.reset();  // the next turn waits for the Session again
+      it->second->ensured = it->second->ensured && code != Errc::not_found;
+    }
+    reply = "\u26A0\uFE0F " + EscapeMarkdown(DescribeFailure(result.error()));
+  } else {
+    const TurnResult& t = *result;
+    switch (t.status) {
+      case TurnStatus::completed:
+        reply = t.text.empty() ? "_(The agent finished without a reply.)_" : t.text;
+        break;
+      case TurnStatus::failed:
+        reply = "\u26A0\uFE0F The turn failed: " + EscapeMarkdown(t.error_message.empty() ? "no reason given" : t.error_message);
+        if (!t.text.empty()) reply += "\n\n" + t.text;
+        break;
+      case TurnStatus::interrupted:
+        reply = "\u23F9 The turn was interrupted" +
+                (t.error_message.empty() ? std::string(".") : ": " + EscapeMarkdown(t.error_message));
+        if (!t.text.empty()) reply += "\n\n" + t.text;
+        break;
+      case TurnStatus::removed: reply = "The message was withdrawn before it ran."; break;
+    }
+    if (t.status == TurnStatus::completed && turn->with_context) {
+      if (auto st = store->SetContextSent(turn->where); !st) Log(LogLevel::warning, st.error().ToString());
+    }
+  }
+  if (options.show_usage && turn->usage && turn->usage->total_tokens > 0) {
+    reply += "\n\n_tokens: " + std::to_string(turn->usage->input_tokens) + " in \u00B7 " +
+             std::to_string(turn->usage->output_tokens) + " out_";
+  }
+  EndTurn(turn, std::move(reply));
+}
+
+void Router::Impl::EndTurn(const std::shared_ptr<TurnRun>& turn, std::string reply_markdown) {
+  ForgetQuestionsOf(*turn);
+  routing::OutboxEntry entry;
+  entry.thread = turn->where;
+  entry.session = turn->session;
+  entry.request_id = turn->request_id;
+  entry.parts = RenderParts(reply_markdown);
+  auto finish = [turn](Impl& r, routing::OutboxEntry e) {
+    e.placeholder_id = turn->live ? turn->live->message_id : std::string();
+    auto id = r.store->CompleteTurn(e);
+    if (!id && id.error().code == Errc::not_found) {
+      // The turn's record is gone: its reply was stored (and queued) already. Another copy would
+      // post the reply twice.
+      r.Log(LogLevel::error, "turn " + turn->request_id + " ended again after its reply was stored; not sending it twice");
+      return;
+    }
+    if (!id) {
+      // Not stored: it goes out now, and is lost only if this process dies before it lands.
+      r.Log(LogLevel::error, "the reply of turn " + turn->request_id + " could not be stored: " + id.error().ToString());
+    } else {
+      e.id = *id;
+    }
+    r.Deliver(std::move(e));
+  };
+  if (turn->live) {
+    WhenIdle(turn->live, [self = shared_from_this(), finish, entry]() mutable { finish(*self, std::move(entry)); });
+  } else {
+    finish(*this, std::move(entry));
+  }
+  Bump(&RouterStats::turns_completed);
+  auto it = sessions.find(turn->session);
+  if (it != sessions.end() && it->second->running == turn) it->second->running.reset();
+  --in_flight;
+  if (it != sessions.end()) Pump(*it->second);
+  Admit();
+  PublishGauges();
+}
+
+}  // namespace sessionturn

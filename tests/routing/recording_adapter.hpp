@@ -1,0 +1,134 @@
+// A ChatAdapter that records what the Router sends, for the router tests: posts and edits land in
+// memory (ids "m1", "m2", ...), handlers run on the Context like a real adapter's, and faults are
+// injected per call kind (fail the next N posts, fail every edit, answer edits with 429s).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "sessionturn/context.hpp"
+#include "sessionturn/routing.hpp"
+
+namespace router_test {
+
+using namespace sessionturn;
+using namespace std::chrono_literals;
+
+struct SentOp {
+  std::string kind;  // "post" or "edit"
+  ThreadRef where;
+  std::string message_id;
+  std::string text;
+  std::vector<std::vector<Button>> buttons;
+  bool ok = true;
+};
+
+class RecordingAdapter : public ChatAdapter {
+ public:
+  RecordingAdapter(Context& context, ChatCapabilities caps) : context_(context), caps_(std::move(caps)) {}
+
+  ChatCapabilities Capabilities() const override { return caps_; }
+
+  void AsyncPost(const ThreadRef& where, OutboundMessage message, ChatHandler<std::string> handler) override {
+    std::unique_lock lock(mu_);
+    SentOp op{"post", where, {}, message.text, message.buttons, true};
+    Result<std::string> out = Fail(Errc::unavailable, "injected: post failed");
+    if (fail_posts > 0) {
+      --fail_posts;
+      op.ok = false;
+    } else {
+      op.message_id = "m" + std::to_string(++next_id_);
+      texts_[op.message_id] = message.text;
+      out = op.message_id;
+    }
+    ops_.push_back(op);
+    cv_.notify_all();
+    lock.unlock();
+    context_.Post([handler = std::move(handler), out = std::move(out)]() mutable { handler(std::move(out)); });
+  }
+
+  void AsyncEdit(const ThreadRef& where, const std::string& message_id, OutboundMessage message,
+                 ChatStatusHandler handler) override {
+    std::unique_lock lock(mu_);
+    SentOp op{"edit", where, message_id, message.text, message.buttons, true};
+    Status out;
+    if (fail_edits) {
+      op.ok = false;
+      out = Fail(Errc::invalid_argument, "injected: edit refused");
+    } else if (rate_limited_edits > 0) {
+      --rate_limited_edits;
+      op.ok = false;
+      Error e(Errc::unavailable, "injected: 429 Too Many Requests", 429);
+      e.retry_after = 30ms;
+      out = tl::unexpected<Error>(e);
+    } else {
+      texts_[message_id] = message.text;
+    }
+    ops_.push_back(op);
+    cv_.notify_all();
+    lock.unlock();
+    context_.Post([handler = std::move(handler), out]() mutable { handler(out); });
+  }
+
+  // Waits until `pred` (called under the lock with the ops so far) holds.
+  bool WaitFor(const std::function<bool(const std::vector<SentOp>&)>& pred, std::chrono::milliseconds timeout = 30s) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return pred(ops_); });
+  }
+  // The message whose text contains `needle` now, or "".
+  std::string FindMessage(const std::string& needle) {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, text] : texts_) {
+      if (text.find(needle) != std::string::npos) return id;
+    }
+    return {};
+  }
+  bool WaitForText(const std::string& needle, std::chrono::milliseconds timeout = 30s) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] {
+      for (const auto& [id, text] : texts_) {
+        if (text.find(needle) != std::string::npos) return true;
+      }
+      return false;
+    });
+  }
+  std::string Text(const std::string& id) {
+    std::lock_guard lock(mu_);
+    auto it = texts_.find(id);
+    return it == texts_.end() ? std::string() : it->second;
+  }
+  std::vector<SentOp> Ops() {
+    std::lock_guard lock(mu_);
+    return ops_;
+  }
+  // How many messages (posted, or edited into) contain `needle` now.
+  int CountMessagesWith(const std::string& needle) {
+    std::lock_guard lock(mu_);
+    int n = 0;
+    for (const auto& [id, text] : texts_) n += text.find(needle) != std::string::npos ? 1 : 0;
+    return n;
+  }
+
+  // Faults (set before the calls they affect).
+  int fail_posts = 0;          // the next N posts fail
+  bool fail_edits = false;     // every edit fails
+  int rate_limited_edits = 0;  // the next N edits get a 429 (retry after 30 ms)
+
+ private:
+  Context& context_;
+  const ChatCapabilities caps_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<SentOp> ops_;
+  std::map<std::string, std::string> texts_;
+  int next_id_ = 0;
+};
+
+}  // namespace router_test

@@ -1,0 +1,400 @@
+// The Router against a recording adapter and an in-process LocalBackend (echo and script providers):
+// the kelos bridge catalogue generalized, and what the Router adds (reply-to routing across Sessions,
+// commands, questions in the chat, rate limits, restart).
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "recording_adapter.hpp"
+#include "sessionturn/backend.hpp"
+#include "sessionturn/router.hpp"
+
+using namespace router_test;
+
+namespace {
+
+class TempRoot {
+ public:
+  TempRoot() {
+    char tmpl[] = "/tmp/st-router-XXXXXX";
+    path_ = ::mkdtemp(tmpl);
+  }
+  ~TempRoot() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  std::string File(const std::string& name, const std::string& text) const {
+    std::string p = path_ + "/" + name;
+    std::ofstream(p) << text;
+    return p;
+  }
+
+ private:
+  std::string path_;
+};
+
+ChatCapabilities ThreadedCaps() {
+  ChatCapabilities c;
+  c.max_length = 4096;
+  c.unit = LengthUnit::utf16;
+  c.dialect = MarkupDialect::plain;
+  c.threads = true;
+  c.buttons = true;
+  c.edit_interval = 10ms;
+  return c;
+}
+
+ChatCapabilities PrivateChatCaps() {
+  ChatCapabilities c = ThreadedCaps();
+  c.threads = false;
+  c.command_prefix = "/";
+  return c;
+}
+
+InboundMessage Msg(const std::string& id, const std::string& text, const std::string& thread = "T1",
+                   const std::string& author = "U1") {
+  InboundMessage m;
+  m.platform = "slack";
+  m.workspace = "W1";
+  m.chat = "C1";
+  m.thread = thread;
+  m.message_id = id;
+  m.event_id = "ev-" + id;
+  m.author_id = author;
+  m.author_name = "Ada " + author;
+  m.text = text;
+  m.mentions_bot = true;
+  m.is_private_chat = thread.empty();
+  return m;
+}
+
+// A router over an in-process LocalBackend in `root`.
+struct Rig {
+  explicit Rig(const TempRoot& root, ChatCapabilities caps = ThreadedCaps(), std::string provider = "echo",
+               std::function<void(RouterOptions&)> tweak = {})
+      : context(ContextOptions{2, {}, LogLevel::warning}), adapter(context, std::move(caps)) {
+    LocalBackendOptions b;
+    b.state_dir = root.path() + "/state";
+    b.provider = std::move(provider);
+    b.in_process = true;
+    b.suspend_after = std::chrono::seconds(0);
+    auto made = MakeLocalBackend(context, b);
+    REQUIRE(made);
+    backend = std::move(*made);
+    options.owner_uid = "test-owner";
+    options.routes = {RouteConfig{}};
+    options.routes[0].name = "all";
+    options.routes[0].admins = {"admin"};
+    options.store_path = root.path() + "/router.db";
+    options.progress_interval = 20ms;
+    if (tweak) tweak(options);
+    auto r = Router::Create(context, *backend, adapter, options);
+    REQUIRE(r);
+    router = std::move(*r);
+    router->Start();
+  }
+  ~Rig() {
+    router.reset();
+    backend.reset();
+  }
+
+  // Waits until `n` replies were delivered whole (a progress edit may show a reply's start before).
+  bool WaitDelivered(std::uint64_t n, std::chrono::milliseconds timeout = 60s) {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (router->Stats().replies_delivered < n) {
+      if (std::chrono::steady_clock::now() > until) return false;
+      std::this_thread::sleep_for(5ms);
+    }
+    return true;
+  }
+
+  Result<Disposition> Send(InboundMessage m) {
+    auto p = std::make_shared<std::promise<Result<Disposition>>>();
+    auto f = p->get_future();
+    router->HandleMessage(std::move(m), [p](Result<Disposition> d) { p->set_value(std::move(d)); });
+    REQUIRE(f.wait_for(30s) == std::future_status::ready);
+    return f.get();
+  }
+
+  Context context;
+  RecordingAdapter adapter;
+  std::unique_ptr<SessionBackend> backend;
+  RouterOptions options;
+  std::unique_ptr<Router> router;
+};
+
+int Posts(const std::vector<SentOp>& ops, const std::string& needle) {
+  int n = 0;
+  for (const auto& op : ops) n += op.kind == "post" && op.ok && op.text.find(needle) != std::string::npos;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("router: the first message creates the Session, the reply is edited into the placeholder, the next reuses it",
+          "[routing][router]") {
+  TempRoot root;
+  Rig rig(root);
+  auto d = rig.Send(Msg("1", "hello there"));
+  REQUIRE(d);
+  CHECK(*d == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(1));
+  const std::string reply = rig.adapter.FindMessage("echo #1:");
+  CHECK(rig.adapter.Text(reply).find("hello there") != std::string::npos);
+  // The reply took the placeholder's place: the first post of the thread.
+  auto ops = rig.adapter.Ops();
+  REQUIRE_FALSE(ops.empty());
+  CHECK(ops[0].kind == "post");
+  CHECK(ops[0].message_id == reply);
+  // The prompt starts with the envelope, not with what the author wrote.
+  CHECK(rig.adapter.Text(reply).find("echo #1: [") != std::string::npos);
+
+  REQUIRE(rig.Send(Msg("2", "again")));
+  REQUIRE(rig.WaitDelivered(2));
+  auto sessions = rig.backend->List();
+  REQUIRE(sessions);
+  REQUIRE(sessions->size() == 1);
+  CHECK((*sessions)[0].name == SessionName("chat", "slack", "test-owner", "C1", "T1"));
+  CHECK(rig.router->Stats().turns_completed == 2);
+}
+
+TEST_CASE("router: a redelivered message is a duplicate and runs once", "[routing][router]") {
+  TempRoot root;
+  Rig rig(root);
+  REQUIRE(*rig.Send(Msg("1", "once")) == Disposition::accepted);
+  auto again = Msg("1", "once");
+  again.event_id = "ev-redelivered";
+  CHECK(*rig.Send(again) == Disposition::duplicate);
+  auto same_event = Msg("9", "other id, same delivery");
+  same_event.event_id = "ev-1";
+  CHECK(*rig.Send(same_event) == Disposition::duplicate);
+  REQUIRE(rig.adapter.WaitForText("echo #1:"));
+  std::this_thread::sleep_for(300ms);
+  CHECK(rig.adapter.CountMessagesWith("echo #") == 1);
+}
+
+TEST_CASE("router: messages that match no route never reach a Session and get no reply", "[routing][router]") {
+  TempRoot root;
+  Rig rig(root, ThreadedCaps(), "echo", [](RouterOptions& o) { o.routes[0].users = {"U1"}; });
+  auto stranger = Msg("1", "hi", "T1", "U2");
+  CHECK(*rig.Send(stranger) == Disposition::ignored);
+  auto own = Msg("2", "hi");
+  own.is_self = true;
+  CHECK(*rig.Send(own) == Disposition::ignored);
+  auto bad = Msg("", "no id");
+  auto refused = rig.Send(bad);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code == Errc::invalid_argument);
+  std::this_thread::sleep_for(200ms);
+  CHECK(rig.adapter.Ops().empty());
+  auto listed = rig.backend->List();
+  REQUIRE(listed);
+  CHECK(listed->empty());
+}
+
+TEST_CASE("router: one turn at a time per Session, receipts with positions, and a bounded queue", "[routing][router]") {
+  TempRoot root;
+  const std::string script = root.File("slow.json", R"({"turns": [[{"type": "sleep", "ms": 1500},
+      {"type": "message", "text": "done {n}"}]]})");
+  Rig rig(root, ThreadedCaps(), "script:" + script, [](RouterOptions& o) { o.max_queued = 2; });
+  REQUIRE(*rig.Send(Msg("1", "first")) == Disposition::accepted);
+  REQUIRE(*rig.Send(Msg("2", "second")) == Disposition::accepted);
+  REQUIRE(*rig.Send(Msg("3", "third")) == Disposition::accepted);
+  CHECK(*rig.Send(Msg("4", "fourth")) == Disposition::refused);
+  CHECK(rig.adapter.WaitForText("Queued \u2014 position 2"));
+  CHECK(rig.adapter.WaitForText("Too many messages are queued"));
+  REQUIRE(rig.adapter.WaitForText("done 3", 60s));
+  // In order, one after another.
+  const std::string one = rig.adapter.FindMessage("done 1");
+  const std::string three = rig.adapter.FindMessage("done 3");
+  CHECK_FALSE(one.empty());
+  CHECK_FALSE(three.empty());
+  CHECK(rig.adapter.FindMessage("done 4").empty());
+  // The refused message is remembered: its redelivery does not slip in.
+  CHECK(*rig.Send(Msg("4", "fourth")) == Disposition::duplicate);
+}
+
+TEST_CASE("router: a placeholder that cannot be posted gives exactly one new reply", "[routing][router]") {
+  TempRoot root;
+  Rig rig(root);
+  rig.adapter.fail_posts = 1;
+  REQUIRE(*rig.Send(Msg("1", "hello")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("echo #1:"));
+  std::this_thread::sleep_for(200ms);
+  CHECK(Posts(rig.adapter.Ops(), "echo #1:") == 1);
+}
+
+TEST_CASE("router: when every edit fails the reply is posted after two attempts at the placeholder", "[routing][router]") {
+  TempRoot root;
+  Rig rig(root);
+  rig.adapter.fail_edits = true;
+  REQUIRE(*rig.Send(Msg("1", "hello")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(1));
+  auto ops = rig.adapter.Ops();
+  CHECK(Posts(ops, "echo #1:") == 1);
+  std::string final_text;
+  for (const auto& op : ops) {
+    if (op.kind == "post" && op.ok && op.text.find("echo #1:") != std::string::npos) final_text = op.text;
+  }
+  // Progress edits fail too (their text is the reply's start); the reply itself is tried twice.
+  int final_edits = 0;
+  for (const auto& op : ops) final_edits += op.kind == "edit" && op.text == final_text;
+  CHECK(final_edits == 2);
+}
+
+TEST_CASE("router: a storm of 429s on edits still delivers the final reply", "[routing][router]") {
+  TempRoot root;
+  Rig rig(root);
+  rig.adapter.rate_limited_edits = 40;
+  REQUIRE(*rig.Send(Msg("1", "hello")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("echo #1:", 60s));
+  CHECK(rig.adapter.CountMessagesWith("echo #1:") == 1);
+}
+
+TEST_CASE("router: in a chat without threads, new and use switch Sessions and a reply goes to the Session that wrote",
+          "[routing][router]") {
+  TempRoot root;
+  Rig rig(root, PrivateChatCaps());
+  REQUIRE(*rig.Send(Msg("1", "to the first", "")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("echo #1: [slack"));
+  const std::string first_reply = rig.adapter.FindMessage("to the first");
+  REQUIRE(*rig.Send(Msg("2", "/new second", "")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("Now talking to"));
+  REQUIRE(*rig.Send(Msg("3", "to the second", "")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("to the second"));
+  // The second Session's first turn.
+  CHECK(rig.adapter.Text(rig.adapter.FindMessage("to the second")).find("echo #1:") != std::string::npos);
+  // A reply to the first Session's message goes there, whatever is current.
+  auto reply = Msg("4", "back to the first", "");
+  reply.reply_to_message_id = first_reply;
+  REQUIRE(*rig.Send(reply) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("back to the first"));
+  CHECK(rig.adapter.Text(rig.adapter.FindMessage("back to the first")).find("echo #2:") != std::string::npos);
+  auto listed = rig.backend->List();
+  REQUIRE(listed);
+  CHECK(listed->size() == 2);
+  // Commands never reach a Session.
+  CHECK(rig.adapter.FindMessage("/new").empty());
+  REQUIRE(*rig.Send(Msg("5", "/sessions", "")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("Sessions of this chat"));
+  CHECK(rig.adapter.Text(rig.adapter.FindMessage("Sessions of this chat")).find("second") != std::string::npos);
+  REQUIRE(*rig.Send(Msg("6", "/frobnicate", "")) == Disposition::accepted);
+  CHECK(rig.adapter.WaitForText("sessions"));
+}
+
+TEST_CASE("router: the agent's question is asked in the thread and answered by the next message, not by others",
+          "[routing][router]") {
+  TempRoot root;
+  const std::string script = root.File("ask.json", R"({"turns": [[
+      {"type": "question", "inputId": "pick", "questions": [
+        {"id": "lang", "header": "Language", "question": "Which language?",
+         "options": [{"label": "C++"}, {"label": "Python"}]}]}]]})");
+  Rig rig(root, ThreadedCaps(), "script:" + script);
+  REQUIRE(*rig.Send(Msg("1", "start")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("Which language?"));
+  // Someone else's message is not an answer: it queues for the Session.
+  REQUIRE(*rig.Send(Msg("2", "1", "T1", "U9")) == Disposition::accepted);
+  // The author's is.
+  REQUIRE(*rig.Send(Msg("3", "2")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("Answers: lang=Python"));
+  CHECK(rig.adapter.WaitForText("Answered by Ada U1: Python"));
+}
+
+TEST_CASE("router: a question answered by a button press, and a stale button is told so", "[routing][router]") {
+  TempRoot root;
+  const std::string script = root.File("ask.json", R"({"turns": [[
+      {"type": "question", "inputId": "pick", "questions": [
+        {"id": "lang", "header": "Language", "question": "Which language?",
+         "options": [{"label": "C++"}, {"label": "Python"}]}]}]]})");
+  Rig rig(root, ThreadedCaps(), "script:" + script);
+  REQUIRE(*rig.Send(Msg("1", "start")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitFor([](const std::vector<SentOp>& ops) {
+    for (const auto& op : ops) {
+      if (!op.buttons.empty()) return true;
+    }
+    return false;
+  }));
+  std::string data;
+  std::string question_message;
+  for (const auto& op : rig.adapter.Ops()) {
+    if (!op.buttons.empty()) {
+      data = op.buttons.at(0).at(0).data;
+      question_message = op.message_id;
+    }
+  }
+  auto acked = std::make_shared<std::promise<std::string>>();
+  InboundAction press{"slack", "W1", "C1", "T1", question_message, "U1", "Ada U1", data, "ev-b1",
+                      [acked](std::string_view text) { acked->set_value(std::string(text)); }};
+  rig.router->HandleAction(press);
+  CHECK(acked->get_future().get().empty());
+  REQUIRE(rig.adapter.WaitForText("Answers: lang=C++"));
+  auto stale = std::make_shared<std::promise<std::string>>();
+  press.ack = [stale](std::string_view text) { stale->set_value(std::string(text)); };
+  rig.router->HandleAction(press);
+  CHECK(stale->get_future().get().find("no longer open") != std::string::npos);
+}
+
+TEST_CASE("router: an unanswered question is declined at the answer timeout and the thread is told",
+          "[routing][router]") {
+  TempRoot root;
+  const std::string script = root.File("ask.json", R"({"turns": [[
+      {"type": "question", "questions": [{"id": "q", "question": "Proceed?"}]}]]})");
+  Rig rig(root, ThreadedCaps(), "script:" + script, [](RouterOptions& o) { o.answer_timeout = 500ms; });
+  REQUIRE(*rig.Send(Msg("1", "start")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("Proceed?"));
+  REQUIRE(rig.adapter.WaitForText("No answer within"));
+  CHECK(rig.adapter.WaitForText("The question was declined."));
+}
+
+TEST_CASE("router: a graceful shutdown tells the thread once and the next start delivers the reply",
+          "[routing][router]") {
+  TempRoot root;
+  const std::string script = root.File("slow.json", R"({"turns": [[{"type": "sleep", "ms": 1500},
+      {"type": "message", "text": "finished after the restart"}]]})");
+  // The backend's runtimes outlive one router: hosted in this process, by one backend for both.
+  Context context(ContextOptions{2, {}, LogLevel::warning});
+  LocalBackendOptions b;
+  b.state_dir = root.path() + "/state";
+  b.provider = "script:" + script;
+  b.in_process = true;
+  auto backend = MakeLocalBackend(context, b);
+  REQUIRE(backend);
+  RouterOptions o;
+  o.owner_uid = "test-owner";
+  o.routes = {RouteConfig{}};
+  o.store_path = root.path() + "/router.db";
+  o.progress_interval = 20ms;
+  RecordingAdapter first(context, ThreadedCaps());
+  {
+    auto router = Router::Create(context, **backend, first, o);
+    REQUIRE(router);
+    (*router)->Start();
+    std::promise<void> accepted;
+    (*router)->HandleMessage(Msg("1", "long job"), [&](Result<Disposition>) { accepted.set_value(); });
+    accepted.get_future().wait();
+    REQUIRE(first.WaitForText("Working"));
+    std::this_thread::sleep_for(300ms);  // the turn is running in the Session
+    REQUIRE((*router)->ShutdownAndWait());
+    CHECK(first.CountMessagesWith("The bot is restarting") == 1);
+    auto refused = std::make_shared<std::promise<Result<Disposition>>>();
+    (*router)->HandleMessage(Msg("2", "too late"), [refused](Result<Disposition> d) { refused->set_value(d); });
+    auto late = refused->get_future().get();
+    REQUIRE_FALSE(late);
+    CHECK(late.error().code == Errc::unavailable);
+  }
+  RecordingAdapter second(context, ThreadedCaps());
+  auto router = Router::Create(context, **backend, second, o);
+  REQUIRE(router);
+  (*router)->Start();
+  REQUIRE(second.WaitForText("finished after the restart", 60s));
+  std::this_thread::sleep_for(300ms);
+  CHECK(second.CountMessagesWith("finished after the restart") == 1);
+  CHECK(first.CountMessagesWith("finished after the restart") == 0);
+  router->reset();
+}
