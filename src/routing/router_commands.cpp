@@ -1,6 +1,7 @@
 // Chat commands: several Sessions from one chat (sessions, new, use), the current one's state and
 // control (status, stop, suspend, resume), delete (admins, confirmed), help. None of it reaches a
 // runtime as a prompt.
+#include <algorithm>
 #include <cstdio>
 
 #include "routing/commands.hpp"
@@ -214,6 +215,17 @@ void Router::Impl::TryCommand(const InboundMessage& m, std::size_t route, const 
   }
 }
 
+bool Router::Impl::MayManage(const ThreadRef& where, const std::string& user) const {
+  // A button press has no text: mentions and triggers are about messages. The chat and the user
+  // must be ones a route lets talk.
+  for (const RouteConfig& r : matcher.routes()) {
+    if (!r.platform.empty() && r.platform != where.platform) continue;
+    if (!r.chats.empty() && std::find(r.chats.begin(), r.chats.end(), where.chat) == r.chats.end()) continue;
+    if (routing::IsAllowedUser(r, user) || routing::IsAdmin(r, user)) return true;
+  }
+  return false;
+}
+
 bool Router::Impl::PickerAction(const InboundAction& action) {
   // "p:<picker>:<u|s|z><index>"
   if (action.data.rfind("p:", 0) != 0) return false;
@@ -237,16 +249,7 @@ bool Router::Impl::PickerAction(const InboundAction& action) {
   }
   const ThreadRef where = it->second.first;
   const std::string session = it->second.second[index];
-  InboundMessage as;
-  as.platform = where.platform;
-  as.workspace = where.workspace;
-  as.chat = where.chat;
-  as.thread = where.thread;
-  as.author_id = action.author_id;
-  as.author_name = action.author_name;
-  as.message_id = action.message_id;
-  const routing::RouteMatch match = matcher.Match(as);
-  if (match.route == nullptr) {
+  if (!MayManage(where, action.author_id)) {
     ack("You cannot manage this chat's sessions.");
     return true;
   }

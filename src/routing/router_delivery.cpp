@@ -127,7 +127,7 @@ void Router::Impl::ScheduleOutboxRetry(std::chrono::milliseconds after) {
   }));
 }
 
-void Router::Impl::RetryOutbox() {
+void Router::Impl::RetryOutbox(bool all) {
   if (shutting_down) return;
   auto entries = store->ListOutbox();
   if (!entries) return Log(LogLevel::warning, "reading the outbox failed: " + entries.error().ToString());
@@ -135,7 +135,7 @@ void Router::Impl::RetryOutbox() {
   std::optional<std::chrono::system_clock::time_point> soonest;
   for (OutboxEntry& e : *entries) {
     if (delivering.count(e.id) != 0) continue;
-    if (e.next_attempt > now) {
+    if (!all && e.next_attempt > now) {
       if (!soonest || e.next_attempt < *soonest) soonest = e.next_attempt;
       continue;
     }

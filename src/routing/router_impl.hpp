@@ -47,6 +47,10 @@ struct LiveMessage {
   bool posting = false;    // the post is in flight
   bool editing = false;    // an edit is in flight
   bool retired = false;    // the final reply took over: no more progress
+  // What the post's id is recorded for, once it lands: the turn's placeholder (request_id), else the
+  // waiting message's receipt (inbox_id). So a restart edits the same message, not a new one.
+  std::string request_id;
+  std::int64_t inbox_id = 0;
   std::unique_ptr<asio::steady_timer> timer;  // the next paced edit, when one is due
   std::vector<std::function<void()>> on_idle;  // run once no post or edit is in flight
 };
@@ -87,6 +91,7 @@ struct TurnRun {
   bool done = false;
   std::string open_question;        // the QuestionRun id while the agent waits for an answer
   bool with_context = false;        // the prompt carried the thread's earlier messages
+  std::vector<ThreadHistoryMessage> context;  // those messages (an edit rebuilds the prompt with them)
   std::string prompt;               // what was (or will be) submitted
   CancellationSource cancel;
   std::unique_ptr<asio::steady_timer> ticker;  // elapsed time in the progress, while it runs
@@ -186,6 +191,9 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   void Intake(InboundMessage message, std::function<void(Result<Disposition>)> done);
   Result<std::string> SessionOf(const InboundMessage& message, std::size_t route);
   void OnEdited(const InboundMessage& message, std::function<void(Result<Disposition>)> done);
+  // The author edited or deleted the message of a turn in flight: changed in the runtime while it is
+  // queued there (message.edit / message.remove with the revision), else a note that it runs as sent.
+  void ChangeRunning(const std::shared_ptr<routing::TurnRun>& turn, const InboundMessage& message);
   std::string Render(std::string_view markdown) const;  // one message's worth, for the router's notes
   void Note(const ThreadRef& where, std::string_view markdown, const std::string& session = {},
             const std::string& reply_to = {});
@@ -224,7 +232,9 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   void DeliverPart(std::shared_ptr<routing::OutboxEntry> entry, int edit_attempts);
   void OnPartFailed(std::shared_ptr<routing::OutboxEntry> entry, const Error& error);
   void ScheduleOutboxRetry(std::chrono::milliseconds after);
-  void RetryOutbox();
+  // Delivers the outbox entries that are due (`all`: every one, as on a start: the failures that
+  // pushed them back were the last process's).
+  void RetryOutbox(bool all = false);
 
   // ---- questions (router_questions.cpp) ----
   void OnQuestion(const std::shared_ptr<routing::TurnRun>& turn, const Event& event, Responder responder);
@@ -242,6 +252,7 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   // ---- commands (router_commands.cpp) ----
   void TryCommand(const InboundMessage& message, std::size_t route, const std::string& session);
   bool PickerAction(const InboundAction& action);
+  bool MayManage(const ThreadRef& where, const std::string& user) const;  // a picker's buttons
   void ListSessions(const InboundMessage& message, const std::string& current);
   void SwitchTo(const ThreadRef& where, const std::string& session, const std::string& reply_to);
 

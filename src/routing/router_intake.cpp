@@ -175,14 +175,62 @@ void Router::Impl::OnEdited(const InboundMessage& m, std::function<void(Result<D
       return done(Disposition::accepted);
     }
     if (s->running && s->running->message.chat == m.chat && s->running->message.message_id == m.message_id) {
-      Note(s->running->where,
-           deleted ? "The message was deleted, but its turn had already started: it goes on (`stop` interrupts it)."
-                   : "The message was edited, but its turn had already started: the running turn was not changed.",
-           s->name, m.message_id);
+      ChangeRunning(s->running, m);
       return done(Disposition::accepted);
     }
   }
   return done(Disposition::ignored);  // not one we hold (already answered, or never ours)
+}
+
+void Router::Impl::ChangeRunning(const std::shared_ptr<routing::TurnRun>& turn, const InboundMessage& m) {
+  const bool deleted = m.kind == MessageKind::deleted;
+  auto started = [this, turn, deleted, id = m.message_id] {
+    Note(turn->where,
+         deleted ? "The message was deleted, but its turn had already started: it goes on (`stop` interrupts it)."
+                 : "The message was edited, but its turn had already started: the running turn was not changed.",
+         turn->session, id);
+  };
+  auto it = sessions.find(turn->session);
+  // Queued in the runtime (accepted, behind another client's turn): the runtime can still change it.
+  if (turn->stage != "queued" || turn->ref.turn_id.empty() || turn->ref.revision <= 0 || it == sessions.end() ||
+      !it->second->driver) {
+    return started();
+  }
+  auto driver = it->second->driver;
+  auto refused = [turn, deleted, id = m.message_id](Impl& r, const Error& e) {
+    r.Log(LogLevel::info, std::string(deleted ? "withdrawing" : "editing") + " queued turn " + turn->ref.turn_id +
+                              " failed: " + e.ToString());
+    r.Note(turn->where,
+           e.code == Errc::rejected
+               ? std::string(deleted ? "The message was deleted, but its turn had already started: it goes on."
+                                     : "The message was edited, but its turn had already started: it runs as sent.")
+               : "⚠️ The change could not reach the Session (" + EscapeMarkdown(e.message) +
+                     "); the turn may run as sent.",
+           turn->session, id);
+  };
+  if (deleted) {
+    // Success ends the turn as removed: its placeholder says so (OnResult).
+    driver->AsyncRemoveQueued(turn->ref.turn_id, turn->ref.revision, OnStrand<Status>([refused](Impl& r, Status st) {
+                                if (!st) refused(r, st.error());
+                              }));
+    return;
+  }
+  InboundMessage edited = turn->message;
+  edited.text = m.text;
+  edited.attachments_text = m.attachments_text;
+  routing::TurnRun shape;  // the prompt as PromptOf builds it, from the edited message
+  shape.message = edited;
+  std::string prompt = PromptOf(shape, turn->context);
+  driver->AsyncEditQueued(
+      turn->ref.turn_id, prompt, turn->ref.revision,
+      OnStrand<Result<std::int64_t>>([turn, edited, prompt, refused](Impl& r, Result<std::int64_t> revision) {
+        if (!revision) return refused(r, revision.error());
+        turn->ref.revision = std::max(turn->ref.revision, *revision);
+        turn->message = edited;
+        turn->prompt = prompt;
+        r.Note(turn->where, "✏️ Edited before its turn started: the agent will answer the new text.",
+               turn->session, edited.message_id);
+      }));
 }
 
 }  // namespace sessionturn

@@ -20,7 +20,7 @@ std::size_t RouteIndexOf(const routing::RouteMatcher& matcher, const InboundMess
 }  // namespace
 
 void Router::Impl::Resume() {
-  RetryOutbox();
+  RetryOutbox(/*all=*/true);
 
   auto questions_stored = store->ListQuestions();
   if (!questions_stored) Log(LogLevel::error, "reading the open questions failed: " + questions_stored.error().ToString());
@@ -56,9 +56,16 @@ void Router::Impl::Resume() {
     turn->ref = TurnRef{rec.request_id, rec.cursor.turn_id, rec.cursor.last_event_id, rec.cursor.journal_id,
                         rec.cursor.revision};
     turn->prompt = PromptOf(*turn, {});
-    turn->live = std::make_shared<routing::LiveMessage>();
-    turn->live->where = turn->where;
-    turn->live->message_id = rec.placeholder_id;
+    if (rec.placeholder_id.empty()) {
+      // Its placeholder never landed (or was not recorded before the crash): a new one, recorded.
+      turn->live = PostLive(turn->where, "\u23F3 Picking this up again after a restart\u2026", turn->session,
+                            turn->message.message_id);
+    } else {
+      turn->live = std::make_shared<routing::LiveMessage>();
+      turn->live->where = turn->where;
+      turn->live->message_id = rec.placeholder_id;
+    }
+    turn->live->request_id = turn->request_id;
     s.running = turn;
     ++in_flight;
     Log(LogLevel::info, "re-attaching to turn " + turn->request_id + " of Session " + turn->session);
@@ -80,6 +87,13 @@ void Router::Impl::Resume() {
     w.message = std::move(entry.message);
     if (entry.edited_text) w.message.text = *entry.edited_text;
     w.route = RouteIndexOf(matcher, w.message);
+    if (!entry.receipt_id.empty()) {
+      // Its receipt is in the thread already: edited from here on, not posted again.
+      w.receipt = std::make_shared<routing::LiveMessage>();
+      w.receipt->where = w.where;
+      w.receipt->message_id = entry.receipt_id;
+      w.receipt->inbox_id = entry.id;
+    }
     Enqueue(SessionFor(entry.session, w.route), std::move(w));
   }
   PublishGauges();

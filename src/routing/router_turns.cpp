@@ -33,6 +33,14 @@ std::string Tail(std::string text) {
   return text.substr(cut);
 }
 
+// The tail as shown: inside emphasis, which Markdown only closes after a non-space.
+std::string Trimmed(const std::string& text) {
+  const auto first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) return {};
+  const auto last = text.find_last_not_of(" \t\r\n");
+  return text.substr(first, last - first + 1);
+}
+
 std::string DescribeFailure(const Error& e) {
   switch (e.code) {
     case Errc::timeout: return "The turn timed out: " + e.message;
@@ -65,9 +73,13 @@ void Router::Impl::Enqueue(SessionRun& s, Waiting w) {
   const std::string text = ahead == 0 && in_flight < options.max_in_flight
                                ? "\u23F3 Working on it\u2026"
                                : "\u23F3 Queued \u2014 position " + std::to_string(s.queue.size() + 1);
-  if (!w.receipt) w.receipt = PostLive(w.where, text, s.name, w.message.message_id);
+  if (!w.receipt) {
+    w.receipt = PostLive(w.where, text, s.name, w.message.message_id);
+    w.receipt->inbox_id = w.inbox_id;
+  }
   s.queue.push_back(std::move(w));
   Pump(s);
+  UpdateReceipts(s);  // a receipt kept from before a restart shows its position now
   PublishGauges();
 }
 
@@ -141,6 +153,7 @@ void Router::Impl::StartTurn(SessionRun& s, Waiting w) {
   turn->message = std::move(w.message);
   turn->route = w.route;
   turn->live = w.receipt;
+  if (turn->live) turn->live->request_id = id;  // a post still in flight records itself as the placeholder
   turn->started = std::chrono::steady_clock::now();
   s.running = turn;
   UpdateReceipts(s);
@@ -151,6 +164,7 @@ void Router::Impl::StartTurn(SessionRun& s, Waiting w) {
   auto submit = [turn](Impl& r, std::vector<ThreadHistoryMessage> context) {
     turn->with_context = !context.empty();
     turn->prompt = r.PromptOf(*turn, context);
+    turn->context = std::move(context);
     r.ReadyThenRun(turn, [turn, &r](Driver& d) { r.Submit(turn, d); });
   };
   // The first turn a platform thread gives a Session carries the thread's earlier messages.
@@ -177,7 +191,8 @@ void Router::Impl::ReadyThenRun(const std::shared_ptr<TurnRun>& turn, std::funct
   auto it = sessions.find(turn->session);
   if (it == sessions.end()) return OnResult(turn, Fail(Errc::internal, "the Session's state is gone"));
   SessionRun& s = *it->second;
-  if (s.driver) return run(*s.driver);
+  // Every turn waits for its Session: it may have been idle-suspended since the last one (and is
+  // woken now, the thread told so), suspended by its owner, or gone. A ready one answers at once.
   auto wait = [turn, run = std::move(run)](Impl& r) {
     std::weak_ptr<Impl> weak = r.shared_from_this();
     ReadyProgress progress = [weak, turn](const SessionInfo&, std::string_view stage) {
@@ -200,7 +215,10 @@ void Router::Impl::ReadyThenRun(const std::shared_ptr<TurnRun>& turn, std::funct
                                                                                       target.error().ToString()));
                                }
                                auto& session = r2.SessionFor(turn->session, turn->route);
-                               if (!session.driver) session.driver = std::make_shared<Driver>(r2.context, target->connector);
+                               // A resumed Session may serve elsewhere now (a new Pod): a new connector.
+                               if (!session.driver || target->resumed) {
+                                 session.driver = std::make_shared<Driver>(r2.context, target->connector);
+                               }
                                run(*session.driver);
                              }));
   };
@@ -282,6 +300,15 @@ void Router::Impl::OnEvent(const std::shared_ptr<TurnRun>& turn, const Event& e)
     turn->stage = "running";
   } else if (e.Is(event_type::kUserMessage) && e.request_id == turn->request_id) {
     turn->stage = "queued";  // accepted; waiting behind another client's turn until turn.started
+    // The turn's id and revision, for an edit or removal that comes before on_accepted lands.
+    if (turn->ref.turn_id.empty()) {
+      turn->ref.turn_id = e.turn_id;
+      turn->ref.revision = e.revision;
+    }
+  } else if (e.Is(event_type::kUserMessageUpdated) && !turn->ref.turn_id.empty() && e.turn_id == turn->ref.turn_id) {
+    // Edited (by us or by another client): a later edit or removal must name this revision.
+    turn->ref.revision = e.revision;
+    return;
   } else if (e.Is(event_type::kToolStarted)) {
     std::string input = e.text.substr(0, std::min<std::size_t>(e.text.find('\n'), 80));
     turn->tool = e.tool_name.empty() ? std::string("a tool") : e.tool_name;
@@ -309,7 +336,7 @@ std::string Router::Impl::ProgressText(const TurnRun& turn) const {
   std::string text = "\u2699\uFE0F Working\u2026 " + elapsed;
   if (!turn.tool.empty()) text += " \u00B7 running " + EscapeMarkdown(turn.tool);
   if (!turn.open_question.empty()) text += " \u00B7 waiting for an answer to its question";
-  if (!turn.tail.empty()) text += "\n\n_\u2026" + EscapeMarkdown(turn.tail) + "_";
+  if (const std::string tail = Trimmed(turn.tail); !tail.empty()) text += "\n\n_\u2026" + EscapeMarkdown(tail) + "_";
   return text;
 }
 

@@ -95,6 +95,7 @@ struct InboxEntry {
   StoreTime accepted{};
   std::optional<std::string> edited_text;  // the author edited it while it waited; nullopt: not edited
   bool deleted = false;                    // the author deleted it while it waited
+  std::string receipt_id;                  // the "Queued" message posted for it; empty: none (yet)
 };
 
 // Where a turn's event stream stands: what the Router needs to re-attach with `since` + `journalId`.
@@ -206,13 +207,15 @@ class RouterStore {
                                                     StoreTime accepted);
   Status UpdateInboxText(std::int64_t id, std::string_view text);  // the author edited it
   Status MarkInboxDeleted(std::int64_t id);                        // the author deleted it
+  Status SetInboxReceipt(std::int64_t id, std::string_view receipt_id);  // its receipt was posted
   Result<bool> RemoveInbox(std::int64_t id);                       // true when it was there
   Result<std::vector<InboxEntry>> ListInbox();                     // in id order
   Result<std::vector<InboxEntry>> ListInbox(std::string_view session);
 
   // In-flight turns. BeginTurn moves an inbox entry to the turns in one transaction (Errc::not_found
   // when there is no such entry, Errc::invalid_argument when its author deleted it or the request id
-  // is in use) and returns the turn as stored.
+  // is in use) and returns the turn as stored. Its placeholder is `placeholder_id`, or else the
+  // entry's receipt.
   Result<TurnRecord> BeginTurn(std::int64_t inbox_id, std::string_view request_id, StoreTime started,
                                std::string_view placeholder_id = {});
   Status SetTurnPlaceholder(std::string_view request_id, std::string_view placeholder_id);

@@ -20,7 +20,8 @@ Result<InboundMessage> DecodeMessage(const std::string& path, const std::string&
   return m;
 }
 
-// Columns: id, platform, workspace, chat, thread, session, message, accepted_ms, edited_text, deleted.
+// Columns: id, platform, workspace, chat, thread, session, message, accepted_ms, edited_text, deleted,
+// receipt_id.
 Result<InboxEntry> ReadInbox(const Stmt& q, const std::string& path) {
   InboxEntry e;
   e.id = q.Int(0);
@@ -32,6 +33,7 @@ Result<InboxEntry> ReadInbox(const Stmt& q, const std::string& path) {
   e.accepted = q.Time(7);
   if (!q.Null(8)) e.edited_text = q.Text(8);
   e.deleted = q.Int(9) != 0;
+  e.receipt_id = q.Text(10);
   return e;
 }
 
@@ -118,6 +120,13 @@ Status RouterStore::MarkInboxDeleted(std::int64_t id) {
   return RequireChange(*db_, "no inbox entry " + std::to_string(id) + " to mark deleted");
 }
 
+Status RouterStore::SetInboxReceipt(std::int64_t id, std::string_view receipt_id) {
+  auto q = db_->Query("SetInboxReceipt", "UPDATE inbox SET receipt_id = ?2 WHERE id = ?1");
+  if (!q) return Fail(q.error());
+  if (auto st = q->Bind(id, receipt_id).Run(); !st) return st;
+  return RequireChange(*db_, "no inbox entry " + std::to_string(id) + " to set the receipt of");
+}
+
 Result<bool> RouterStore::RemoveInbox(std::int64_t id) {
   auto q = db_->Query("RemoveInbox", "DELETE FROM inbox WHERE id = ?1");
   if (!q) return Fail(q.error());
@@ -127,7 +136,7 @@ Result<bool> RouterStore::RemoveInbox(std::int64_t id) {
 
 Result<std::vector<InboxEntry>> RouterStore::ListInbox() {
   auto q = db_->Query("ListInbox", R"sql(
-    SELECT id, platform, workspace, chat, thread, session, message, accepted_ms, edited_text, deleted
+    SELECT id, platform, workspace, chat, thread, session, message, accepted_ms, edited_text, deleted, receipt_id
     FROM inbox ORDER BY id)sql");
   if (!q) return Fail(q.error());
   return ReadAllInbox(*q, path_);
@@ -135,7 +144,7 @@ Result<std::vector<InboxEntry>> RouterStore::ListInbox() {
 
 Result<std::vector<InboxEntry>> RouterStore::ListInbox(std::string_view session) {
   auto q = db_->Query("ListInbox", R"sql(
-    SELECT id, platform, workspace, chat, thread, session, message, accepted_ms, edited_text, deleted
+    SELECT id, platform, workspace, chat, thread, session, message, accepted_ms, edited_text, deleted, receipt_id
     FROM inbox WHERE session = ?1 ORDER BY id)sql");
   if (!q) return Fail(q.error());
   q->Bind(session);
@@ -148,7 +157,7 @@ Result<TurnRecord> RouterStore::BeginTurn(std::int64_t inbox_id, std::string_vie
   auto tx = Transaction::Begin(*db_, "BeginTurn");
   if (!tx) return Fail(tx.error());
   auto find = db_->Query("BeginTurn", R"sql(
-    SELECT id, platform, workspace, chat, thread, session, message, accepted_ms, edited_text, deleted
+    SELECT id, platform, workspace, chat, thread, session, message, accepted_ms, edited_text, deleted, receipt_id
     FROM inbox WHERE id = ?1)sql");
   if (!find) return Fail(find.error());
   auto row = find->Bind(inbox_id).Step();
@@ -173,7 +182,8 @@ Result<TurnRecord> RouterStore::BeginTurn(std::int64_t inbox_id, std::string_vie
   turn.message = std::move(entry->message);
   if (entry->edited_text) turn.message.text = *entry->edited_text;
   turn.author_id = turn.message.author_id;
-  turn.placeholder_id = std::string(placeholder_id);
+  // The receipt the message waited under becomes the turn's placeholder, unless the caller names one.
+  turn.placeholder_id = placeholder_id.empty() ? entry->receipt_id : std::string(placeholder_id);
   turn.started = FromUnixMs(ToUnixMs(started));  // as it will read back
 
   auto insert = db_->Query("BeginTurn", R"sql(

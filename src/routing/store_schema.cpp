@@ -135,6 +135,8 @@ CREATE INDEX questions_by_thread ON questions (platform, workspace, chat, thread
 // with its test opening a v1 file (tests/routing/test_store_schema.cpp shows the pattern).
 constexpr SchemaStep kSchemaSteps[] = {
     {1, "v1: the first schema", kSchemaV1},
+    {2, "v2: a waiting message remembers its receipt",
+     "ALTER TABLE inbox ADD COLUMN receipt_id TEXT NOT NULL DEFAULT '';"},
 };
 
 }  // namespace

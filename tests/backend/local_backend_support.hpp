@@ -200,13 +200,15 @@ inline constexpr const char* kHelperNameEnv = "ST_BACKEND_HELPER_NAME";  // the 
 inline constexpr const char* kHelperProviderEnv = "ST_BACKEND_HELPER_PROVIDER";
 inline constexpr const char* kHelperGoEnv = "ST_BACKEND_HELPER_GO";  // race: start once this file exists
 
-// This test binary, re-run on the helper test with the given environment; stdout is a pipe we read.
+// This test binary, re-run on a hidden helper test (by default kHelperTest) with the given
+// environment; stdout is a pipe we read.
 struct HelperChild {
   pid_t pid = -1;
   int out = -1;
   std::string buffered;
 
-  explicit HelperChild(const std::vector<std::pair<std::string, std::string>>& env) {
+  explicit HelperChild(const std::vector<std::pair<std::string, std::string>>& env,
+                       std::string test = kHelperTest) {
     int pipe_fds[2];
     REQUIRE(::pipe2(pipe_fds, O_CLOEXEC) == 0);
     posix_spawn_file_actions_t fa;
@@ -219,7 +221,6 @@ struct HelperChild {
     for (auto& e : envs) cenv.push_back(e.data());
     cenv.push_back(nullptr);
     std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-    std::string test = kHelperTest;
     std::vector<char*> argv = {self.data(), test.data(), nullptr};
     const int rc = ::posix_spawn(&pid, self.c_str(), &fa, nullptr, argv.data(), cenv.data());
     posix_spawn_file_actions_destroy(&fa);

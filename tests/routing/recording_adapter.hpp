@@ -32,7 +32,9 @@ struct SentOp {
 
 class RecordingAdapter : public ChatAdapter {
  public:
-  RecordingAdapter(Context& context, ChatCapabilities caps) : context_(context), caps_(std::move(caps)) {}
+  // Message ids are `id_prefix` + 1, 2, ...: two adapters of one test (a bot and its restart) differ.
+  RecordingAdapter(Context& context, ChatCapabilities caps, std::string id_prefix = "m")
+      : context_(context), caps_(std::move(caps)), id_prefix_(std::move(id_prefix)) {}
 
   ChatCapabilities Capabilities() const override { return caps_; }
 
@@ -44,7 +46,7 @@ class RecordingAdapter : public ChatAdapter {
       --fail_posts;
       op.ok = false;
     } else {
-      op.message_id = "m" + std::to_string(++next_id_);
+      op.message_id = id_prefix_ + std::to_string(++next_id_);
       texts_[op.message_id] = message.text;
       out = op.message_id;
     }
@@ -124,6 +126,7 @@ class RecordingAdapter : public ChatAdapter {
  private:
   Context& context_;
   const ChatCapabilities caps_;
+  const std::string id_prefix_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<SentOp> ops_;

@@ -33,8 +33,8 @@ TEST_CASE("store schema: a new store is at this build's version with every table
   TempDir dir;
   const std::string path = dir.File("router.db");
   OpenStore(path).reset();
-  REQUIRE(SchemaVersion() == 1);
-  REQUIRE(SchemaSteps().size() == 1);
+  REQUIRE(SchemaVersion() == 2);
+  REQUIRE(SchemaSteps().size() == 2);
   RawDb raw(path);
   CHECK(raw.Int("PRAGMA user_version") == SchemaVersion());
   for (const char* table : {"bindings", "chat_sessions", "current_sessions", "bot_messages", "dedupe", "row_counts",
@@ -73,6 +73,28 @@ TEST_CASE("store schema: steps apply past the file's version and keep its rows",
   REQUIRE_FALSE(refused);
   CHECK(refused.error().code == Errc::io_error);
   CHECK_THAT(refused.error().message, Catch::Contains("has schema version 2, newer than this build's 1"));
+}
+
+TEST_CASE("store schema: a v1 store keeps its waiting messages at v2, with no receipt", "[routing][store]") {
+  TempDir dir;
+  const std::string path = dir.File("router.db");
+  {
+    auto db = OpenDb(path);
+    REQUIRE(Migrate(*db, SchemaSteps().first(1)));
+    REQUIRE(db->Exec("a v1 inbox row", R"sql(
+      INSERT INTO inbox (platform, workspace, chat, thread, session, message, accepted_ms)
+      VALUES ('slack', 'W1', 'C1', 'T1', 'sess', '{"platform":"slack","chat":"C1","message_id":"m1","text":"hi"}', 5))sql"));
+  }
+  auto store = OpenStore(path);
+  RawDb raw(path);
+  CHECK(raw.Int("PRAGMA user_version") == 2);
+  auto inbox = store->ListInbox();
+  REQUIRE(inbox.has_value());
+  REQUIRE(inbox->size() == 1);
+  CHECK(inbox->at(0).receipt_id.empty());
+  CHECK(inbox->at(0).message.text == "hi");
+  REQUIRE(store->SetInboxReceipt(inbox->at(0).id, "r-1"));
+  CHECK(store->ListInbox()->at(0).receipt_id == "r-1");
 }
 
 TEST_CASE("store schema: a failing step changes nothing, its version included", "[routing][store]") {

@@ -229,6 +229,18 @@ TEST_CASE("store: BeginTurn moves an inbox entry to the turns with its edited te
     CHECK(s.ListInbox()->size() == 1);
     CHECK(s.BeginTurn(other, "", At(1)).error().code == Errc::invalid_argument);
   }
+  SECTION("the receipt a message waited under becomes its turn's placeholder, unless one is named") {
+    REQUIRE(s.SetInboxReceipt(other, "r-2"));
+    CHECK(s.ListInbox()->at(0).receipt_id == "r-2");
+    auto begun = s.BeginTurn(other, "req-2", At(101));
+    REQUIRE(begun.has_value());
+    CHECK(begun->placeholder_id == "r-2");
+    CHECK(s.ListTurns()->at(1).placeholder_id == "r-2");
+    const auto third = *s.AddInbox(Thread(), "sess", Message("third"), At(3));
+    REQUIRE(s.SetInboxReceipt(third, "r-3"));
+    CHECK(s.BeginTurn(third, "req-3", At(102), "ph-3")->placeholder_id == "ph-3");
+    CHECK(s.SetInboxReceipt(third, "r-x").error().code == Errc::not_found);
+  }
 }
 
 TEST_CASE("store: a turn's cursor and placeholder are updated and the turn finished", "[routing][store]") {

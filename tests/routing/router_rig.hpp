@@ -1,0 +1,155 @@
+// The router tests' rig: a temp root, adapter capabilities, messages, and a Router over an
+// in-process LocalBackend with a recording adapter.
+#pragma once
+
+#include <stdlib.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "backend/local_backend_support.hpp"
+#include "recording_adapter.hpp"
+#include "sessionturn/backend.hpp"
+#include "sessionturn/router.hpp"
+
+namespace router_test {
+// A temp directory for the store and the Sessions' state; on the way out it kills the runtime
+// processes started under it (out-of-process runtimes outlive their starter) and removes it.
+class TempRoot {
+ public:
+  const std::string& path() const { return root_.path(); }
+  std::string File(const std::string& name, const std::string& text) const {
+    std::string p = path() + "/" + name;
+    std::ofstream(p) << text;
+    return p;
+  }
+  void KillRuntimes() const { root_.KillRuntimes(); }
+
+ private:
+  backend_test::StateRoot root_;
+};
+
+// Backend options for runtimes in processes of their own (the built runtime program).
+inline void OutOfProcess(LocalBackendOptions& b) {
+  b.in_process = false;
+  b.runtime_program = backend_test::kRuntimeProgram;
+}
+
+inline ChatCapabilities ThreadedCaps() {
+  ChatCapabilities c;
+  c.max_length = 4096;
+  c.unit = LengthUnit::utf16;
+  c.dialect = MarkupDialect::plain;
+  c.threads = true;
+  c.buttons = true;
+  c.edit_interval = 10ms;
+  return c;
+}
+
+inline ChatCapabilities PrivateChatCaps() {
+  ChatCapabilities c = ThreadedCaps();
+  c.threads = false;
+  c.command_prefix = "/";
+  return c;
+}
+
+inline InboundMessage Msg(const std::string& id, const std::string& text, const std::string& thread = "T1",
+                   const std::string& author = "U1") {
+  InboundMessage m;
+  m.platform = "slack";
+  m.workspace = "W1";
+  m.chat = "C1";
+  m.thread = thread;
+  m.message_id = id;
+  m.event_id = "ev-" + id;
+  m.author_id = author;
+  m.author_name = "Ada " + author;
+  m.text = text;
+  m.mentions_bot = true;
+  m.is_private_chat = thread.empty();
+  return m;
+}
+
+// A router over an in-process LocalBackend in `root`.
+struct Rig {
+  explicit Rig(const TempRoot& root, ChatCapabilities caps = ThreadedCaps(), std::string provider = "echo",
+               std::function<void(RouterOptions&)> tweak = {},
+               std::function<void(LocalBackendOptions&)> tweak_backend = {},
+               std::function<std::unique_ptr<SessionBackend>(std::unique_ptr<SessionBackend>)> wrap_backend = {})
+      : context(ContextOptions{2, {}, LogLevel::warning}), adapter(context, std::move(caps)) {
+    LocalBackendOptions b;
+    b.state_dir = root.path() + "/state";
+    b.provider = std::move(provider);
+    b.in_process = true;
+    b.suspend_after = std::chrono::seconds(0);
+    if (tweak_backend) tweak_backend(b);
+    auto made = MakeLocalBackend(context, b);
+    REQUIRE(made);
+    backend = std::move(*made);
+    if (wrap_backend) backend = wrap_backend(std::move(backend));
+    options.owner_uid = "test-owner";
+    options.routes = {RouteConfig{}};
+    options.routes[0].name = "all";
+    options.routes[0].admins = {"admin"};
+    options.store_path = root.path() + "/router.db";
+    options.progress_interval = 20ms;
+    if (tweak) tweak(options);
+    auto r = Router::Create(context, *backend, adapter, options);
+    REQUIRE(r);
+    router = std::move(*r);
+    router->Start();
+  }
+  ~Rig() {
+    router.reset();
+    backend.reset();
+  }
+
+  // Waits until `n` replies were delivered whole (a progress edit may show a reply's start before).
+  bool WaitDelivered(std::uint64_t n, std::chrono::milliseconds timeout = 60s) {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (router->Stats().replies_delivered < n) {
+      if (std::chrono::steady_clock::now() > until) return false;
+      std::this_thread::sleep_for(5ms);
+    }
+    return true;
+  }
+
+  Result<Disposition> Send(InboundMessage m) {
+    auto p = std::make_shared<std::promise<Result<Disposition>>>();
+    auto f = p->get_future();
+    router->HandleMessage(std::move(m), [p](Result<Disposition> d) { p->set_value(std::move(d)); });
+    REQUIRE(f.wait_for(30s) == std::future_status::ready);
+    return f.get();
+  }
+
+  Context context;
+  RecordingAdapter adapter;
+  std::unique_ptr<SessionBackend> backend;
+  RouterOptions options;
+  std::unique_ptr<Router> router;
+};
+
+// Successful posts whose text contains `needle`.
+inline int Posts(const std::vector<SentOp>& ops, const std::string& needle) {
+  int n = 0;
+  for (const auto& op : ops) n += op.kind == "post" && op.ok && op.text.find(needle) != std::string::npos;
+  return n;
+}
+
+// Successful posts and edits whose text contains `needle`.
+inline bool Sent(const std::vector<SentOp>& ops, const std::string& needle) {
+  for (const auto& op : ops) {
+    if (op.ok && op.text.find(needle) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace router_test

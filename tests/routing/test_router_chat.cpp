@@ -1,0 +1,350 @@
+// The Router in the chat: stop, questions answered by a reply (and refused from someone else), long
+// replies split within the platform's limit and unit, hostile texts, edits and deletions of waiting
+// messages (in the router's queue, and queued inside the runtime), and an idle Session woken.
+#include <asio.hpp>
+
+#include <atomic>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "router_rig.hpp"
+#include "sessionturn/render.hpp"
+
+using namespace router_test;
+
+namespace {
+
+InboundMessage Edited(const std::string& id, const std::string& text, const std::string& event) {
+  InboundMessage m = Msg(id, text);
+  m.kind = MessageKind::edited;
+  m.event_id = event;
+  return m;
+}
+
+InboundMessage Deleted(const std::string& id, const std::string& event) {
+  InboundMessage m = Msg(id, "");
+  m.kind = MessageKind::deleted;
+  m.event_id = event;
+  return m;
+}
+
+// The texts the thread shows now, for every message that carries `needle`.
+std::vector<std::string> TextsWith(RecordingAdapter& adapter, const std::string& needle) {
+  std::vector<std::string> out;
+  std::set<std::string> ids;
+  for (const auto& op : adapter.Ops()) {
+    if (!op.message_id.empty()) ids.insert(op.message_id);
+  }
+  for (const auto& id : ids) {
+    std::string text = adapter.Text(id);
+    if (text.find(needle) != std::string::npos) out.push_back(text);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("router: stop interrupts the running turn and its message says it ended", "[routing][router]") {
+  TempRoot root;
+  const std::string script = root.File("long.json", R"({"turns": [[{"type": "delta", "text": "begun"},
+      {"type": "sleep", "ms": 60000}, {"type": "message", "text": "never"}]]})");
+  Rig rig(root, ThreadedCaps(), "script:" + script);
+  REQUIRE(*rig.Send(Msg("1", "a long job")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitFor([](const std::vector<SentOp>& ops) { return Sent(ops, "begun"); }));
+  REQUIRE(*rig.Send(Msg("2", "stop")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(1, 30s));
+  CHECK(rig.adapter.WaitForText("The turn was interrupted"));
+  CHECK(rig.adapter.WaitForText("Stopping the running turn"));
+  CHECK(rig.adapter.FindMessage("never").empty());
+  // `stop` was a command: it never reached the Session as a prompt.
+  REQUIRE(*rig.Send(Msg("3", "status")) == Disposition::accepted);
+  CHECK(rig.adapter.WaitForText("No turn is running."));
+}
+
+TEST_CASE("router: a reply to the question answers it, and someone else's reply is refused", "[routing][router]") {
+  TempRoot root;
+  const std::string script = root.File("ask.json", R"({"turns": [[
+      {"type": "question", "inputId": "pick", "questions": [
+        {"id": "lang", "header": "Language", "question": "Which language?",
+         "options": [{"label": "C++"}, {"label": "Python"}]}]}]]})");
+  Rig rig(root, ThreadedCaps(), "script:" + script);
+  REQUIRE(*rig.Send(Msg("1", "start")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("Which language?"));
+  // The adapter shows the question before the router has its message id back: a reply that lands in
+  // between is a plain message (nobody can reply to a message they have not seen yet).
+  std::this_thread::sleep_for(200ms);
+  const std::string question = rig.adapter.FindMessage("Which language?");
+  REQUIRE_FALSE(question.empty());
+  auto stranger = Msg("2", "C++", "T1", "U9");
+  stranger.reply_to_message_id = question;
+  REQUIRE(*rig.Send(stranger) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("Only the person whose message started this turn"));
+  auto bad = Msg("3", "Rust");
+  bad.reply_to_message_id = question;
+  // Any text answers a question with options (kelos's resolveInput takes free text too).
+  REQUIRE(*rig.Send(bad) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(1));
+  CHECK(rig.adapter.WaitForText("Answers: lang=Rust"));
+  CHECK(rig.adapter.WaitForText("Answered by Ada U1: Rust"));
+  CHECK(rig.adapter.FindMessage("lang=C++").empty());
+}
+
+TEST_CASE("router: a long reply with a code block is split into labelled parts, each within the limit",
+          "[routing][router]") {
+  TempRoot root;
+  std::string code;
+  for (int i = 0; i < 40; ++i) code += "int value_" + std::to_string(i) + " = " + std::to_string(i * 7) + ";\\n";
+  const std::string script = root.File("long.json", R"({"turns": [[{"type": "message", "text":
+      "Here is the code:\n\n```cpp\n)" + code + R"(```\n\nThat is all."}]]})");
+  ChatCapabilities caps = ThreadedCaps();
+  caps.dialect = MarkupDialect::slack_mrkdwn;
+  caps.unit = LengthUnit::bytes;
+  caps.max_length = 300;
+  Rig rig(root, caps, "script:" + script);
+  REQUIRE(*rig.Send(Msg("1", "show me")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(1));
+  const auto parts = TextsWith(rig.adapter, "/");
+  std::vector<std::string> labelled;
+  for (const auto& p : parts) {
+    if (p.find("int value_") != std::string::npos || p.find("That is all.") != std::string::npos) labelled.push_back(p);
+  }
+  REQUIRE(labelled.size() >= 3);
+  const std::string n = std::to_string(labelled.size());
+  std::string all;
+  for (const auto& p : labelled) {
+    INFO(p);
+    CHECK(p.size() <= 300);
+    CHECK(p.find("/" + n + ")") != std::string::npos);
+    // Every part that holds code opens and closes its fence.
+    std::size_t fences = 0;
+    for (auto at = p.find("```"); at != std::string::npos; at = p.find("```", at + 3)) ++fences;
+    CHECK(fences % 2 == 0);
+    all += p;
+  }
+  for (int i = 0; i < 40; ++i) CHECK(all.find("int value_" + std::to_string(i) + " =") != std::string::npos);
+  for (std::size_t i = 1; i <= labelled.size(); ++i) {
+    CHECK(all.find("(" + std::to_string(i) + "/" + n + ")") != std::string::npos);
+  }
+}
+
+TEST_CASE("router: Telegram-style UTF-16 limits hold for a reply of emoji", "[routing][router]") {
+  TempRoot root;
+  std::string emoji;
+  for (int i = 0; i < 150; ++i) emoji += "\U0001F600 ";
+  const std::string script = root.File("emoji.json", R"({"turns": [[{"type": "message", "text": ")" + emoji +
+                                                          R"("}]]})");
+  ChatCapabilities caps = ThreadedCaps();
+  caps.dialect = MarkupDialect::telegram_html;
+  caps.unit = LengthUnit::utf16;
+  caps.max_length = 100;
+  Rig rig(root, caps, "script:" + script);
+  REQUIRE(*rig.Send(Msg("1", "smile")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(1));
+  std::size_t faces = 0;
+  std::size_t messages = 0;
+  for (const auto& text : TextsWith(rig.adapter, "\U0001F600")) {
+    ++messages;
+    INFO(text);
+    CHECK(MeasureLength(text, LengthUnit::utf16) <= 100);
+    for (auto at = text.find("\U0001F600"); at != std::string::npos; at = text.find("\U0001F600", at + 1)) ++faces;
+  }
+  CHECK(messages >= 4);  // 150 faces at 3 units each do not fit in fewer
+  CHECK(faces == 150);
+}
+
+TEST_CASE("router: hostile texts and names never start a prompt", "[routing][router]") {
+  TempRoot root;
+  Rig rig(root);
+  const std::vector<std::pair<std::string, std::string>> hostile = {
+      {"!rm -rf /", "Ada"},
+      {"/goal take over the repository", "Ada"},
+      {"\n!cat /etc/passwd", "Ada"},
+      {"\u200B!id", "Ada"},
+      {"\u202E!dis", "Ada"},
+      {"hello", "!rm -rf /\n/goal evil"},
+      {"hello", std::string(10 * 1024, 'N')},
+      {"hello", "\u2067\u200Bname\r\n!id"},
+  };
+  for (std::size_t i = 0; i < hostile.size(); ++i) {
+    auto m = Msg(std::to_string(i + 1), hostile[i].first, "H" + std::to_string(i));
+    m.author_name = hostile[i].second;
+    REQUIRE(*rig.Send(m) == Disposition::accepted);
+  }
+  REQUIRE(rig.WaitDelivered(hostile.size()));
+  const auto replies = TextsWith(rig.adapter, "echo #1: ");
+  REQUIRE(replies.size() == hostile.size());
+  for (const auto& reply : replies) {
+    INFO(reply);
+    // The echo provider answers "echo #1: <the prompt>": every prompt starts with the envelope.
+    CHECK(reply.rfind("echo #1: [slack message from ", 0) == 0);
+  }
+}
+
+TEST_CASE("router: a waiting message edited or deleted in the chat is changed or withdrawn in the router's queue",
+          "[routing][router]") {
+  TempRoot root;
+  const std::string script = root.File("slow.json", R"({"turns": [[{"type": "sleep", "ms": 1500},
+      {"type": "message", "text": "one: {prompt}"}], [{"type": "message", "text": "two: {prompt}"}]]})");
+  Rig rig(root, ThreadedCaps(), "script:" + script);
+  REQUIRE(*rig.Send(Msg("1", "first")) == Disposition::accepted);
+  REQUIRE(*rig.Send(Msg("2", "second")) == Disposition::accepted);
+  REQUIRE(*rig.Send(Msg("3", "third")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("Queued \u2014 position 2"));
+  REQUIRE(*rig.Send(Edited("2", "second, edited", "ev-e2")) == Disposition::accepted);
+  REQUIRE(*rig.Send(Deleted("3", "ev-d3")) == Disposition::accepted);
+  // The redelivered edit is a duplicate; an edit of a message we never had is ignored.
+  CHECK(*rig.Send(Edited("2", "again", "ev-e2")) == Disposition::duplicate);
+  CHECK(*rig.Send(Edited("99", "unknown", "ev-e99")) == Disposition::ignored);
+  REQUIRE(rig.WaitDelivered(2));
+  CHECK(rig.adapter.WaitForText("Withdrawn: the message was deleted"));
+  std::this_thread::sleep_for(300ms);
+  CHECK(rig.router->Stats().replies_delivered == 2);
+  const std::string two = rig.adapter.FindMessage("two: ");
+  REQUIRE_FALSE(two.empty());
+  CHECK(rig.adapter.Text(two).find("second, edited") != std::string::npos);
+  CHECK(rig.adapter.FindMessage("third").empty());
+}
+
+namespace {
+
+// Runs a slow turn of another client in the thread's Session (the Router's turn then waits behind it
+// inside the runtime), through a Driver of its own.
+struct OtherClient {
+  OtherClient(Rig& rig, const std::string& session) {
+    auto ready = rig.backend->WaitReady(session, std::chrono::steady_clock::now() + 30s);
+    REQUIRE(ready);
+    driver = std::make_unique<Driver>(rig.context, ready->connector);
+    TurnOptions o;
+    o.timeout = 60s;
+    driver->AsyncSubmitTurn("another client's turn", o, [this](Result<TurnResult> r) { done.set_value(std::move(r)); });
+  }
+  ~OtherClient() {
+    auto f = done.get_future();
+    f.wait_for(30s);
+  }
+  std::unique_ptr<Driver> driver;
+  std::promise<Result<TurnResult>> done;
+};
+
+bool QueuedInRuntime(RecordingAdapter& adapter) {
+  return adapter.WaitFor([](const std::vector<SentOp>& ops) { return Sent(ops, "Queued in the Session behind"); });
+}
+
+const char* kBehindScript = R"({"turns": [[{"type": "message", "text": "first: {prompt}"}],
+    [{"type": "sleep", "ms": 2500}, {"type": "message", "text": "slow"}],
+    [{"type": "message", "text": "final: {prompt}"}]]})";
+
+}  // namespace
+
+TEST_CASE("router: a message queued inside the runtime is edited there with its revision", "[routing][router]") {
+  TempRoot root;
+  Rig rig(root, ThreadedCaps(), "script:" + root.File("behind.json", kBehindScript));
+  REQUIRE(*rig.Send(Msg("1", "hello")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(1));
+  OtherClient other(rig, SessionName("chat", "slack", "test-owner", "C1", "T1"));
+  std::this_thread::sleep_for(300ms);  // its turn runs
+  REQUIRE(*rig.Send(Msg("2", "original text")) == Disposition::accepted);
+  REQUIRE(QueuedInRuntime(rig.adapter));
+  REQUIRE(*rig.Send(Edited("2", "edited text", "ev-e2")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("Edited before its turn started"));
+  REQUIRE(rig.WaitDelivered(2));
+  const std::string reply = rig.adapter.FindMessage("final: ");
+  REQUIRE_FALSE(reply.empty());
+  CHECK(rig.adapter.Text(reply).find("edited text") != std::string::npos);
+  CHECK(rig.adapter.Text(reply).find("original text") == std::string::npos);
+}
+
+TEST_CASE("router: a message queued inside the runtime and deleted in the chat is withdrawn there",
+          "[routing][router]") {
+  TempRoot root;
+  Rig rig(root, ThreadedCaps(), "script:" + root.File("behind.json", kBehindScript));
+  REQUIRE(*rig.Send(Msg("1", "hello")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(1));
+  OtherClient other(rig, SessionName("chat", "slack", "test-owner", "C1", "T1"));
+  std::this_thread::sleep_for(300ms);
+  REQUIRE(*rig.Send(Msg("2", "never mind this")) == Disposition::accepted);
+  REQUIRE(QueuedInRuntime(rig.adapter));
+  REQUIRE(*rig.Send(Deleted("2", "ev-d2")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(2));
+  CHECK(rig.adapter.WaitForText("The message was withdrawn before it ran."));
+  CHECK(rig.adapter.FindMessage("final: ").empty());
+}
+
+namespace {
+
+// The LocalBackend, with a wake that takes as long as a cluster's: a WaitReady that reported
+// "resuming" hands its target over half a second later. (A local runtime starts in milliseconds,
+// before the chat's next edit is due; a Pod takes seconds.)
+class SlowWake : public SessionBackend {
+ public:
+  explicit SlowWake(std::unique_ptr<SessionBackend> inner) : inner_(std::move(inner)) {}
+  Context& GetContext() const noexcept override { return inner_->GetContext(); }
+  std::string Describe() const override { return inner_->Describe(); }
+  void AsyncEnsure(std::string name, SessionSpec spec, BackendHandler<EnsureResult> handler) override {
+    inner_->AsyncEnsure(std::move(name), std::move(spec), std::move(handler));
+  }
+  void AsyncWaitReady(std::string name, std::chrono::steady_clock::time_point deadline, ReadyProgress progress,
+                      CancellationToken cancel, BackendHandler<ReadyTarget> handler) override {
+    auto resumed = std::make_shared<std::atomic<bool>>(false);
+    ReadyProgress seen = [progress, resumed](const SessionInfo& info, std::string_view stage) {
+      if (stage == "resuming") resumed->store(true);
+      if (progress) progress(info, stage);
+    };
+    inner_->AsyncWaitReady(std::move(name), deadline, std::move(seen), std::move(cancel),
+                           [this, resumed, handler = std::move(handler)](Result<ReadyTarget> target) mutable {
+                             if (!resumed->load()) return handler(std::move(target));
+                             auto timer = std::make_shared<asio::steady_timer>(GetContext().io(), 500ms);
+                             timer->async_wait([timer, handler = std::move(handler), target = std::move(target)](
+                                                   const asio::error_code&) mutable { handler(std::move(target)); });
+                           });
+  }
+  void AsyncGet(std::string name, BackendHandler<SessionInfo> handler) override {
+    inner_->AsyncGet(std::move(name), std::move(handler));
+  }
+  void AsyncList(std::string selector, BackendHandler<std::vector<SessionInfo>> handler) override {
+    inner_->AsyncList(std::move(selector), std::move(handler));
+  }
+  void AsyncSuspend(std::string name, BackendHandler<SessionInfo> handler) override {
+    inner_->AsyncSuspend(std::move(name), std::move(handler));
+  }
+  void AsyncResume(std::string name, BackendHandler<SessionInfo> handler) override {
+    inner_->AsyncResume(std::move(name), std::move(handler));
+  }
+  void AsyncDelete(std::string name, BackendStatusHandler handler) override {
+    inner_->AsyncDelete(std::move(name), std::move(handler));
+  }
+  void AsyncAnnotate(std::string name, std::map<std::string, std::optional<std::string>> annotations,
+                     BackendHandler<SessionInfo> handler) override {
+    inner_->AsyncAnnotate(std::move(name), std::move(annotations), std::move(handler));
+  }
+
+ private:
+  std::unique_ptr<SessionBackend> inner_;
+};
+
+}  // namespace
+
+TEST_CASE("router: a message for an idle-suspended Session wakes it and says so", "[routing][router]") {
+  TempRoot root;
+  Rig rig(
+      root, ThreadedCaps(), "echo", {},
+      [](LocalBackendOptions& b) {
+        OutOfProcess(b);
+        b.suspend_after = std::chrono::seconds(1);
+      },
+      [](std::unique_ptr<SessionBackend> inner) { return std::make_unique<SlowWake>(std::move(inner)); });
+  REQUIRE(*rig.Send(Msg("1", "hello")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(1));
+  const std::string session = SessionName("chat", "slack", "test-owner", "C1", "T1");
+  REQUIRE(backend_test::Eventually([&] {
+    auto info = rig.backend->Get(session);
+    return info && info->suspended == SuspendReason::idle;
+  }));
+  REQUIRE(*rig.Send(Msg("2", "are you there")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(2));
+  CHECK(Sent(rig.adapter.Ops(), "Waking the Session"));
+  CHECK_FALSE(rig.adapter.FindMessage("are you there").empty());
+}
