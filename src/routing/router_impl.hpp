@@ -147,6 +147,9 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   std::size_t in_flight = 0;
   std::unordered_map<std::string, routing::ChatPace> paces;  // by chat key
   std::unordered_map<std::string, std::shared_ptr<routing::QuestionRun>> questions;  // by id
+  // Questions resolved here (request id + '\x1f' + input id) while their turn runs: a re-attached
+  // turn's replay may show one again, and it must not be asked twice.
+  std::unordered_set<std::string> resolved_inputs;
   std::unique_ptr<asio::steady_timer> outbox_timer;
   std::unordered_set<std::int64_t> delivering;  // outbox entries with a delivery running
   std::uint64_t next_question = 0;
@@ -246,6 +249,8 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
               const std::string& who_name);
   bool MayAnswer(const routing::QuestionRun& q, const std::string& user) const;
   void ExpireQuestion(std::string id);
+  // Answers (or, with null `answers`, declines) the question in the runtime.
+  void Resolve(routing::QuestionRun& q, const std::map<std::string, std::vector<std::string>>* answers);
   void ForgetQuestionsOf(const routing::TurnRun& turn);
   void Action(InboundAction action);
 

@@ -3,6 +3,8 @@
 // in the thread from someone allowed to answer; declined when nobody answers in time; the question
 // message edited to show the outcome. Button presses of every kind arrive here first.
 #include <cstdio>
+#include <iterator>
+#include <optional>
 
 #include "routing/answers.hpp"
 #include "routing/router_impl.hpp"
@@ -41,6 +43,7 @@ void Router::Impl::OnQuestion(const std::shared_ptr<TurnRun>& turn, const Event&
     responder.Decline();
     return;
   }
+  if (resolved_inputs.count(turn->request_id + '\x1f' + event.input_id) != 0) return;  // answered already
   // After a restart the re-attached turn asks again: the question is in the thread already.
   for (auto& [id, q] : questions) {
     if (q->stored.request_id == turn->request_id && q->stored.input_id == event.input_id) {
@@ -149,10 +152,7 @@ void Router::Impl::Answer(QuestionRun& q, std::vector<std::string> choice, const
                               std::to_string(q.stored.questions.size()) + ", please.", q.stored.session);
     return;
   }
-  if (!q.responder.Answer(q.answers)) {
-    Note(q.stored.thread, "The agent is not waiting for this answer any more (the question was resolved elsewhere).",
-         q.stored.session);
-  }
+  Resolve(q, &q.answers);
   q.resolved = true;
   if (q.timeout) q.timeout->cancel();
   std::string shown = secret ? std::string("(the answer is not shown)") : EscapeMarkdown(Joined(choice));
@@ -173,12 +173,50 @@ void Router::Impl::Answer(QuestionRun& q, std::vector<std::string> choice, const
   PublishGauges();
 }
 
+void Router::Impl::Resolve(QuestionRun& q, const std::map<std::string, std::vector<std::string>>* answers) {
+  resolved_inputs.insert(q.stored.request_id + '\x1f' + q.stored.input_id);
+  if (!q.responder.input_id().empty()) {
+    const bool mine = answers != nullptr ? q.responder.Answer(*answers) : q.responder.Decline();
+    if (!mine && answers != nullptr) {
+      Note(q.stored.thread, "The agent is not waiting for this answer any more (the question was resolved elsewhere).",
+           q.stored.session);
+    }
+    return;
+  }
+  // After a restart, until the re-attached turn asks again (or when its replay started past the
+  // question): the Session's open request is resolved by a one-shot Answer or Decline.
+  auto it = sessions.find(q.stored.session);
+  auto reached = OnStrand<Status>([thread = q.stored.thread, session = q.stored.session, answering = answers != nullptr](
+                                      Impl& r, Status st) {
+    if (st) return;
+    r.Log(LogLevel::warning, "resolving a question of Session " + session + " failed: " + st.error().ToString());
+    if (answering) {
+      r.Note(thread, "\u26A0\uFE0F The answer could not reach the agent: " + EscapeMarkdown(st.error().message), session);
+    }
+  });
+  auto send = [input = q.stored.input_id, answers = answers != nullptr ? std::optional(*answers) : std::nullopt,
+               reached](Driver& d) mutable {
+    if (answers) return d.AsyncAnswer(input, std::move(*answers), std::move(reached));
+    d.AsyncDecline(input, std::move(reached));
+  };
+  if (it != sessions.end() && it->second->driver) return send(*it->second->driver);
+  // Not connected yet (the re-attached turn still waits for its Session): wait for it here too.
+  backend.AsyncWaitReady(q.stored.session, std::chrono::steady_clock::now() + options.wait_ready_timeout, {}, {},
+                         OnStrand<Result<ReadyTarget>>([session = q.stored.session, send,
+                                                        reached](Impl& r, Result<ReadyTarget> target) mutable {
+                           if (!target) return reached(Fail(target.error()));
+                           auto& s = r.SessionFor(session, 0);
+                           if (!s.driver) s.driver = std::make_shared<Driver>(r.context, target->connector);
+                           send(*s.driver);
+                         }));
+}
+
 void Router::Impl::ExpireQuestion(std::string id) {  // a copy: the entry it names is erased below
   auto it = questions.find(id);
   if (it == questions.end() || it->second->resolved) return;
   auto q = it->second;
   q->resolved = true;
-  q->responder.Decline();
+  Resolve(*q, nullptr);
   const auto minutes = std::chrono::duration_cast<std::chrono::minutes>(options.answer_timeout).count();
   const std::string text = "\u231B No answer within " +
                            (minutes > 0 ? std::to_string(minutes) + " min"
@@ -199,6 +237,9 @@ void Router::Impl::ExpireQuestion(std::string id) {  // a copy: the entry it nam
 }
 
 void Router::Impl::ForgetQuestionsOf(const TurnRun& turn) {
+  for (auto it = resolved_inputs.begin(); it != resolved_inputs.end();) {
+    it = it->rfind(turn.request_id + '\x1f', 0) == 0 ? resolved_inputs.erase(it) : std::next(it);
+  }
   for (auto it = questions.begin(); it != questions.end();) {
     auto q = it->second;
     if (q->stored.request_id != turn.request_id) {

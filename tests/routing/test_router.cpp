@@ -230,3 +230,36 @@ TEST_CASE("router: an unanswered question is declined at the answer timeout and 
   REQUIRE(rig.adapter.WaitForText("No answer within"));
   CHECK(rig.adapter.WaitForText("The question was declined."));
 }
+
+TEST_CASE("router: a Session another owner holds is refused, and the thread is told who holds it", "[routing][router]") {
+  TempRoot root;
+  Rig rig(root, ThreadedCaps(), "echo", {}, [](LocalBackendOptions& b) { b.owner = "bot-a"; });
+  // Another bot made this thread's Session first, in the same state root.
+  LocalBackendOptions other;
+  other.state_dir = root.path() + "/state";
+  other.in_process = true;
+  other.owner = "bot-b";
+  auto theirs = MakeLocalBackend(rig.context, other);
+  REQUIRE(theirs);
+  REQUIRE((*theirs)->Ensure(SessionName("chat", "slack", "test-owner", "C1", "T1"), {}));
+  REQUIRE(*rig.Send(Msg("1", "hello")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(1));
+  const std::string reply = rig.adapter.FindMessage("could not be created");
+  REQUIRE_FALSE(reply.empty());
+  CHECK(rig.adapter.Text(reply).find("bot-b") != std::string::npos);
+  CHECK(rig.adapter.FindMessage("echo #").empty());
+}
+
+TEST_CASE("router: the placeholder is in the thread within a second, long before a slow reply", "[routing][router]") {
+  TempRoot root;
+  const std::string script = root.File("slow.json", R"({"turns": [[{"type": "sleep", "ms": 3000},
+      {"type": "message", "text": "slow reply"}]]})");
+  Rig rig(root, ThreadedCaps(), "script:" + script);
+  const auto sent = std::chrono::steady_clock::now();
+  rig.router->HandleMessage(Msg("1", "hello"));
+  REQUIRE(rig.adapter.WaitFor([](const std::vector<SentOp>& ops) { return !ops.empty(); }, 1s));
+  CHECK(std::chrono::steady_clock::now() - sent < 1s);
+  CHECK(rig.adapter.Ops().front().kind == "post");
+  CHECK(rig.adapter.FindMessage("slow reply").empty());
+  REQUIRE(rig.WaitDelivered(1));
+}

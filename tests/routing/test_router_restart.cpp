@@ -20,6 +20,7 @@ namespace {
 constexpr const char* kChildTest = "router: helper process (a bot that is killed mid-turn)";
 constexpr const char* kChildRootEnv = "ST_ROUTER_HELPER_ROOT";
 constexpr const char* kChildScriptEnv = "ST_ROUTER_HELPER_SCRIPT";
+constexpr const char* kChildWaitEnv = "ST_ROUTER_HELPER_WAIT";  // the text whose message the child reports
 
 RouterOptions Options(const TempRoot& root) {
   RouterOptions o;
@@ -41,13 +42,15 @@ LocalBackendOptions Backend(const std::string& root, const std::string& provider
 
 }  // namespace
 
-// Run by the test below as a child process: a bot that takes one message and, once its turn is
-// running in the Session (a runtime process of its own), says where its placeholder is and waits to
-// be killed.
+// Run by the tests below as a child process: a bot that takes one message and, once a message of the
+// thread shows the awaited text (its turn runs in a runtime process of its own), says which message
+// that is and waits to be killed.
 TEST_CASE("router: helper process (a bot that is killed mid-turn)", "[.][routing][router]") {
   const char* root = std::getenv(kChildRootEnv);
   const char* script = std::getenv(kChildScriptEnv);
-  if (root == nullptr || script == nullptr) return;  // run only as the helper
+  const char* wait = std::getenv(kChildWaitEnv);
+  if (root == nullptr || script == nullptr || wait == nullptr) return;  // run only as the helper
+  const std::string awaited = wait;
   Context context(ContextOptions{2, {}, LogLevel::warning});
   auto backend = MakeLocalBackend(context, Backend(root, std::string("script:") + script, false));
   REQUIRE(backend);
@@ -61,10 +64,11 @@ TEST_CASE("router: helper process (a bot that is killed mid-turn)", "[.][routing
   REQUIRE(router);
   (*router)->Start();
   (*router)->HandleMessage(Msg("1", "the long job"));
-  // The delta comes after turn.started: the runtime accepted the turn, and the router recorded it.
-  REQUIRE(adapter.WaitFor([](const std::vector<SentOp>& ops) { return Sent(ops, "working on"); }));
+  // A delta comes after turn.started: the runtime accepted the turn, and the router recorded it. A
+  // question is recorded once its post's handler ran, just after the adapter saw it.
+  REQUIRE(adapter.WaitFor([&](const std::vector<SentOp>& ops) { return Sent(ops, awaited); }));
   std::this_thread::sleep_for(200ms);
-  std::printf("CHILD-READY %s\n", adapter.FindMessage("working on").c_str());
+  std::printf("CHILD-READY %s\n", adapter.FindMessage(awaited).c_str());
   std::fflush(stdout);
   std::this_thread::sleep_for(std::chrono::minutes(5));  // killed long before
 }
@@ -75,7 +79,8 @@ TEST_CASE("router: a bot killed with SIGKILL mid-turn delivers the reply after i
   const std::string script = root.File("slow.json", backend_test::kSlowScript);
   std::string placeholder;
   {
-    backend_test::HelperChild child({{kChildRootEnv, root.path()}, {kChildScriptEnv, script}}, kChildTest);
+    backend_test::HelperChild child(
+        {{kChildRootEnv, root.path()}, {kChildScriptEnv, script}, {kChildWaitEnv, "working on"}}, kChildTest);
     placeholder = child.LineStartingWith("CHILD-READY ");
     REQUIRE_FALSE(placeholder.empty());
     child.KillNow();
@@ -99,6 +104,45 @@ TEST_CASE("router: a bot killed with SIGKILL mid-turn delivers the reply after i
   CHECK(adapter.CountMessagesWith("finished") == 1);
   CHECK(Posts(adapter.Ops(), "finished") == 0);
   CHECK((*router)->Stats().replies_delivered == 1);
+  router->reset();
+}
+
+TEST_CASE("router: a question open when the bot was killed is answered in the chat after the restart",
+          "[routing][router]") {
+  TempRoot root;
+  const std::string script = root.File("ask.json", R"({"turns": [[
+      {"type": "question", "inputId": "pick", "questions": [
+        {"id": "lang", "header": "Language", "question": "Which language?",
+         "options": [{"label": "C++"}, {"label": "Python"}]}]}]]})");
+  std::string question;
+  {
+    backend_test::HelperChild child(
+        {{kChildRootEnv, root.path()}, {kChildScriptEnv, script}, {kChildWaitEnv, "Which language?"}}, kChildTest);
+    question = child.LineStartingWith("CHILD-READY ");
+    REQUIRE_FALSE(question.empty());
+    child.KillNow();
+  }
+  Context context(ContextOptions{2, {}, LogLevel::warning});
+  auto backend = MakeLocalBackend(context, Backend(root.path(), "script:" + script, false));
+  REQUIRE(backend);
+  RecordingAdapter adapter(context, ThreadedCaps(), "p");
+  auto router = Router::Create(context, **backend, adapter, Options(root));
+  REQUIRE(router);
+  (*router)->Start();
+  // The question is still open, in the message the killed bot posted: a reply to it answers it.
+  auto answer = Msg("2", "2");
+  answer.reply_to_message_id = question;
+  std::promise<Result<Disposition>> taken;
+  (*router)->HandleMessage(answer, [&](Result<Disposition> d) { taken.set_value(std::move(d)); });
+  auto d = taken.get_future().get();
+  REQUIRE(d);
+  CHECK(*d == Disposition::accepted);
+  REQUIRE(adapter.WaitForText("Answers: lang=Python", 60s));
+  CHECK(adapter.Text(question).find("Answered by Ada U1: Python") != std::string::npos);
+  std::this_thread::sleep_for(300ms);
+  // Not asked a second time.
+  CHECK(Posts(adapter.Ops(), "Which language?") == 0);
+  CHECK(adapter.CountMessagesWith("Answers: lang=Python") == 1);
   router->reset();
 }
 
