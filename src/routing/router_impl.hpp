@@ -210,6 +210,7 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   void Submit(const std::shared_ptr<routing::TurnRun>& turn, Driver& driver);
   std::string PromptOf(const routing::TurnRun& turn, const std::vector<ThreadHistoryMessage>& context) const;
   void Tick(const std::shared_ptr<routing::TurnRun>& turn);
+  void Typing(const routing::TurnRun& turn);  // the chat's "typing..." while the turn runs
   void PublishGauges();
   void Attach(const std::shared_ptr<routing::TurnRun>& turn, Driver& driver);
   TurnOptions OptionsFor(const std::shared_ptr<routing::TurnRun>& turn);

@@ -344,7 +344,15 @@ void Router::Impl::ShowProgress(const std::shared_ptr<TurnRun>& turn) {
   if (!turn->done) SetLive(turn->live, ProgressText(*turn));
 }
 
+void Router::Impl::Typing(const TurnRun& turn) {
+  if (!caps.typing) return;
+  adapter.AsyncTyping(turn.where, OnStrand<Status>([](Impl& r, Status st) {
+    if (!st) r.Log(LogLevel::debug, "a typing indicator failed: " + st.error().ToString());
+  }));
+}
+
 void Router::Impl::Tick(const std::shared_ptr<TurnRun>& turn) {
+  Typing(*turn);  // a platform's "typing..." lasts a few seconds: renewed with every tick
   turn->ticker = std::make_unique<asio::steady_timer>(context.io(), kTickEvery);
   turn->ticker->async_wait(asio::bind_executor(strand, [self = shared_from_this(), turn](const asio::error_code& ec) {
     if (ec || turn->done || self->torn_down) return;

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <functional>
 #include <future>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -147,17 +148,24 @@ struct Drained {
   std::optional<Error> end;
 };
 Drained ReadToEnd(Connection& connection) {
+  // The caller's Connection lives on the caller's stack: once the caller gave up waiting (and is
+  // unwinding, destroying it), a handler must not touch it. `abandoned` is set under `mu`, which
+  // every handler holds while it reads the next line.
   struct State {
     Drained drained;
     std::promise<void> done;
     std::function<void(Result<std::string>)> next;
     Connection* connection;
+    std::mutex mu;
+    bool abandoned = false;
   };
   auto state = std::make_shared<State>();
   state->connection = &connection;
   state->next = [weak = std::weak_ptr<State>(state)](Result<std::string> r) {
     auto raw = weak.lock();
     if (!raw) return;  // the test already gave up
+    std::lock_guard lock(raw->mu);
+    if (raw->abandoned) return;
     if (!r) {
       raw->drained.end = r.error();
       raw->done.set_value();
@@ -169,8 +177,13 @@ Drained ReadToEnd(Connection& connection) {
   connection.AsyncReadLine(state->next);
   auto future = state->done.get_future();
   if (future.wait_for(kWait) != std::future_status::ready) {
+    {
+      std::lock_guard lock(state->mu);
+      state->abandoned = true;
+    }
     FAIL("the stream did not end within the test's wait");
   }
+  std::lock_guard lock(state->mu);
   return std::move(state->drained);
 }
 

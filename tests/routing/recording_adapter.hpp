@@ -79,6 +79,18 @@ class RecordingAdapter : public ChatAdapter {
     context_.Post([handler = std::move(handler), out]() mutable { handler(out); });
   }
 
+  void AsyncTyping(const ThreadRef& where, ChatStatusHandler handler) override {
+    {
+      std::lock_guard lock(mu_);
+      typing_.push_back(where);
+    }
+    context_.Post([handler = std::move(handler)]() mutable { handler(Status{}); });
+  }
+  std::size_t TypingCalls() {
+    std::lock_guard lock(mu_);
+    return typing_.size();
+  }
+
   // Waits until `pred` (called under the lock with the ops so far) holds.
   bool WaitFor(const std::function<bool(const std::vector<SentOp>&)>& pred, std::chrono::milliseconds timeout = 30s) {
     std::unique_lock lock(mu_);
@@ -110,6 +122,16 @@ class RecordingAdapter : public ChatAdapter {
     std::lock_guard lock(mu_);
     return ops_;
   }
+  // Every call so far, one line each: for a failing test's INFO.
+  std::string Dump() {
+    std::lock_guard lock(mu_);
+    std::string out;
+    for (const auto& op : ops_) {
+      out += op.kind + " " + op.message_id + (op.ok ? "" : " (failed)") + ": " + op.text + "\n";
+    }
+    return out;
+  }
+
   // How many messages (posted, or edited into) contain `needle` now.
   int CountMessagesWith(const std::string& needle) {
     std::lock_guard lock(mu_);
@@ -130,6 +152,7 @@ class RecordingAdapter : public ChatAdapter {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<SentOp> ops_;
+  std::vector<ThreadRef> typing_;
   std::map<std::string, std::string> texts_;
   int next_id_ = 0;
 };

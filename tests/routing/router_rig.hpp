@@ -137,6 +137,13 @@ struct Rig {
   std::unique_ptr<Router> router;
 };
 
+// A script turn that asks one question with two options; the script provider then replies
+// "Answers: lang=<the answer>".
+inline constexpr const char* kLanguageQuestion = R"({"turns": [[
+    {"type": "question", "inputId": "pick", "questions": [
+      {"id": "lang", "header": "Language", "question": "Which language?",
+       "options": [{"label": "C++"}, {"label": "Python"}]}]}]]})";
+
 // Successful posts whose text contains `needle`.
 inline int Posts(const std::vector<SentOp>& ops, const std::string& needle) {
   int n = 0;

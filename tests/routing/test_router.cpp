@@ -170,10 +170,7 @@ TEST_CASE("router: in a chat without threads, new and use switch Sessions and a 
 TEST_CASE("router: the agent's question is asked in the thread and answered by the next message, not by others",
           "[routing][router]") {
   TempRoot root;
-  const std::string script = root.File("ask.json", R"({"turns": [[
-      {"type": "question", "inputId": "pick", "questions": [
-        {"id": "lang", "header": "Language", "question": "Which language?",
-         "options": [{"label": "C++"}, {"label": "Python"}]}]}]]})");
+  const std::string script = root.File("ask.json", kLanguageQuestion);
   Rig rig(root, ThreadedCaps(), "script:" + script);
   REQUIRE(*rig.Send(Msg("1", "start")) == Disposition::accepted);
   REQUIRE(rig.adapter.WaitForText("Which language?"));
@@ -187,10 +184,7 @@ TEST_CASE("router: the agent's question is asked in the thread and answered by t
 
 TEST_CASE("router: a question answered by a button press, and a stale button is told so", "[routing][router]") {
   TempRoot root;
-  const std::string script = root.File("ask.json", R"({"turns": [[
-      {"type": "question", "inputId": "pick", "questions": [
-        {"id": "lang", "header": "Language", "question": "Which language?",
-         "options": [{"label": "C++"}, {"label": "Python"}]}]}]]})");
+  const std::string script = root.File("ask.json", kLanguageQuestion);
   Rig rig(root, ThreadedCaps(), "script:" + script);
   REQUIRE(*rig.Send(Msg("1", "start")) == Disposition::accepted);
   REQUIRE(rig.adapter.WaitFor([](const std::vector<SentOp>& ops) {
@@ -248,6 +242,24 @@ TEST_CASE("router: a Session another owner holds is refused, and the thread is t
   REQUIRE_FALSE(reply.empty());
   CHECK(rig.adapter.Text(reply).find("bot-b") != std::string::npos);
   CHECK(rig.adapter.FindMessage("echo #").empty());
+}
+
+TEST_CASE("router: a platform with a typing indicator shows it while the turn runs, and one without gets none",
+          "[routing][router]") {
+  TempRoot root;
+  const std::string script = root.File("slow.json", R"({"turns": [[{"type": "sleep", "ms": 6000},
+      {"type": "message", "text": "slow reply"}]]})");
+  ChatCapabilities caps = ThreadedCaps();
+  caps.typing = true;
+  Rig rig(root, caps, "script:" + script);
+  REQUIRE(*rig.Send(Msg("1", "hello")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(1));
+  CHECK(rig.adapter.TypingCalls() >= 2);  // at the start, and renewed every 5 s
+  TempRoot other_root;
+  Rig plain(other_root);
+  REQUIRE(*plain.Send(Msg("1", "hello")) == Disposition::accepted);
+  REQUIRE(plain.WaitDelivered(1));
+  CHECK(plain.adapter.TypingCalls() == 0);
 }
 
 TEST_CASE("router: the placeholder is in the thread within a second, long before a slow reply", "[routing][router]") {

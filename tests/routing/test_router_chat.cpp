@@ -66,10 +66,7 @@ TEST_CASE("router: stop interrupts the running turn and its message says it ende
 
 TEST_CASE("router: a reply to the question answers it, and someone else's reply is refused", "[routing][router]") {
   TempRoot root;
-  const std::string script = root.File("ask.json", R"({"turns": [[
-      {"type": "question", "inputId": "pick", "questions": [
-        {"id": "lang", "header": "Language", "question": "Which language?",
-         "options": [{"label": "C++"}, {"label": "Python"}]}]}]]})");
+  const std::string script = root.File("ask.json", kLanguageQuestion);
   Rig rig(root, ThreadedCaps(), "script:" + script);
   REQUIRE(*rig.Send(Msg("1", "start")) == Disposition::accepted);
   REQUIRE(rig.adapter.WaitForText("Which language?"));
@@ -210,21 +207,30 @@ TEST_CASE("router: a waiting message edited or deleted in the chat is changed or
 
 namespace {
 
-// Runs a slow turn of another client in the thread's Session (the Router's turn then waits behind it
-// inside the runtime), through a Driver of its own.
+// Runs a long turn of another client in the thread's Session (the Router's turn then waits behind it
+// inside the runtime), through a Driver of its own, until Finish() interrupts it.
 struct OtherClient {
   OtherClient(Rig& rig, const std::string& session) {
     auto ready = rig.backend->WaitReady(session, std::chrono::steady_clock::now() + 30s);
     REQUIRE(ready);
     driver = std::make_unique<Driver>(rig.context, ready->connector);
     TurnOptions o;
-    o.timeout = 60s;
+    o.timeout = 180s;
+    o.on_event = [this](const Event& e) {
+      if (e.Is(event_type::kTurnStarted)) running = true;
+    };
     driver->AsyncSubmitTurn("another client's turn", o, [this](Result<TurnResult> r) { done.set_value(std::move(r)); });
+    REQUIRE(backend_test::Eventually([this] { return running.load(); }));
   }
-  ~OtherClient() {
-    auto f = done.get_future();
-    f.wait_for(30s);
+  ~OtherClient() { Finish(); }
+  void Finish() {
+    if (finished) return;
+    finished = true;
+    (void)driver->Interrupt();
+    done.get_future().wait_for(30s);
   }
+  bool finished = false;
+  std::atomic<bool> running{false};
   std::unique_ptr<Driver> driver;
   std::promise<Result<TurnResult>> done;
 };
@@ -234,7 +240,7 @@ bool QueuedInRuntime(RecordingAdapter& adapter) {
 }
 
 const char* kBehindScript = R"({"turns": [[{"type": "message", "text": "first: {prompt}"}],
-    [{"type": "sleep", "ms": 2500}, {"type": "message", "text": "slow"}],
+    [{"type": "sleep", "ms": 120000}, {"type": "message", "text": "slow"}],
     [{"type": "message", "text": "final: {prompt}"}]]})";
 
 }  // namespace
@@ -245,11 +251,13 @@ TEST_CASE("router: a message queued inside the runtime is edited there with its 
   REQUIRE(*rig.Send(Msg("1", "hello")) == Disposition::accepted);
   REQUIRE(rig.WaitDelivered(1));
   OtherClient other(rig, SessionName("chat", "slack", "test-owner", "C1", "T1"));
-  std::this_thread::sleep_for(300ms);  // its turn runs
   REQUIRE(*rig.Send(Msg("2", "original text")) == Disposition::accepted);
   REQUIRE(QueuedInRuntime(rig.adapter));
   REQUIRE(*rig.Send(Edited("2", "edited text", "ev-e2")) == Disposition::accepted);
-  REQUIRE(rig.adapter.WaitForText("Edited before its turn started"));
+  const bool edited = rig.adapter.WaitForText("Edited before its turn started");
+  INFO(rig.adapter.Dump());
+  REQUIRE(edited);
+  other.Finish();  // our turn runs now
   REQUIRE(rig.WaitDelivered(2));
   const std::string reply = rig.adapter.FindMessage("final: ");
   REQUIRE_FALSE(reply.empty());
@@ -264,12 +272,13 @@ TEST_CASE("router: a message queued inside the runtime and deleted in the chat i
   REQUIRE(*rig.Send(Msg("1", "hello")) == Disposition::accepted);
   REQUIRE(rig.WaitDelivered(1));
   OtherClient other(rig, SessionName("chat", "slack", "test-owner", "C1", "T1"));
-  std::this_thread::sleep_for(300ms);
   REQUIRE(*rig.Send(Msg("2", "never mind this")) == Disposition::accepted);
   REQUIRE(QueuedInRuntime(rig.adapter));
   REQUIRE(*rig.Send(Deleted("2", "ev-d2")) == Disposition::accepted);
   REQUIRE(rig.WaitDelivered(2));
-  CHECK(rig.adapter.WaitForText("The message was withdrawn before it ran."));
+  const bool withdrawn = rig.adapter.WaitForText("The message was withdrawn before it ran.");
+  INFO(rig.adapter.Dump());
+  CHECK(withdrawn);
   CHECK(rig.adapter.FindMessage("final: ").empty());
 }
 

@@ -40,6 +40,47 @@ LocalBackendOptions Backend(const std::string& root, const std::string& provider
   return b;
 }
 
+// A bot over the LocalBackend in `root`: its Context, backend, recording adapter and Router, started.
+struct Bot {
+  Bot(const TempRoot& root, const std::string& provider, bool in_process, const std::string& id_prefix,
+      const RouterOptions& options)
+      : context(ContextOptions{2, {}, LogLevel::error}), adapter(context, ThreadedCaps(), id_prefix) {
+    auto made = MakeLocalBackend(context, Backend(root.path(), provider, in_process));
+    REQUIRE(made);
+    backend = std::move(*made);
+    auto r = Router::Create(context, *backend, adapter, options);
+    REQUIRE(r);
+    router = std::move(*r);
+    router->Start();
+  }
+  ~Bot() {
+    router.reset();
+    backend.reset();
+  }
+  bool WaitDelivered(std::uint64_t n, std::chrono::milliseconds timeout = 60s) {
+    return backend_test::Eventually([&] { return router->Stats().replies_delivered >= n; }, timeout);
+  }
+  Result<Disposition> Send(InboundMessage m) {
+    std::promise<Result<Disposition>> taken;
+    router->HandleMessage(std::move(m), [&](Result<Disposition> d) { taken.set_value(std::move(d)); });
+    return taken.get_future().get();
+  }
+
+  Context context;
+  RecordingAdapter adapter;
+  std::unique_ptr<SessionBackend> backend;
+  std::unique_ptr<Router> router;
+};
+
+// The helper child, run until it reports the message that shows `awaited`, then killed: its id.
+std::string KilledBot(const TempRoot& root, const std::string& script, const std::string& awaited) {
+  backend_test::HelperChild child({{kChildRootEnv, root.path()}, {kChildScriptEnv, script}, {kChildWaitEnv, awaited}},
+                                  kChildTest);
+  std::string message = child.LineStartingWith("CHILD-READY ");
+  child.KillNow();
+  return message;
+}
+
 }  // namespace
 
 // Run by the tests below as a child process: a bot that takes one message and, once a message of the
@@ -77,112 +118,65 @@ TEST_CASE("router: a bot killed with SIGKILL mid-turn delivers the reply after i
           "[routing][router]") {
   TempRoot root;
   const std::string script = root.File("slow.json", backend_test::kSlowScript);
-  std::string placeholder;
-  {
-    backend_test::HelperChild child(
-        {{kChildRootEnv, root.path()}, {kChildScriptEnv, script}, {kChildWaitEnv, "working on"}}, kChildTest);
-    placeholder = child.LineStartingWith("CHILD-READY ");
-    REQUIRE_FALSE(placeholder.empty());
-    child.KillNow();
-  }
+  const std::string placeholder = KilledBot(root, script, "working on");
+  REQUIRE_FALSE(placeholder.empty());
   // The runtime process outlived the bot; its turn goes on. The bot comes back.
-  Context context(ContextOptions{2, {}, LogLevel::warning});
-  auto backend = MakeLocalBackend(context, Backend(root.path(), "script:" + script, false));
-  REQUIRE(backend);
-  RecordingAdapter adapter(context, ThreadedCaps(), "p");
-  auto router = Router::Create(context, **backend, adapter, Options(root));
-  REQUIRE(router);
-  (*router)->Start();
-  const auto until = std::chrono::steady_clock::now() + 60s;
-  while ((*router)->Stats().replies_delivered < 1 && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(10ms);
-  }
-  REQUIRE((*router)->Stats().replies_delivered == 1);
+  Bot bot(root, "script:" + script, false, "p", Options(root));
+  REQUIRE(bot.WaitDelivered(1));
   std::this_thread::sleep_for(500ms);
   // Into the placeholder the killed bot posted, and nowhere else.
-  CHECK(adapter.Text(placeholder).find("finished") != std::string::npos);
-  CHECK(adapter.CountMessagesWith("finished") == 1);
-  CHECK(Posts(adapter.Ops(), "finished") == 0);
-  CHECK((*router)->Stats().replies_delivered == 1);
-  router->reset();
+  CHECK(bot.adapter.Text(placeholder).find("finished") != std::string::npos);
+  CHECK(bot.adapter.CountMessagesWith("finished") == 1);
+  CHECK(Posts(bot.adapter.Ops(), "finished") == 0);
+  CHECK(bot.router->Stats().replies_delivered == 1);
 }
 
 TEST_CASE("router: a question open when the bot was killed is answered in the chat after the restart",
           "[routing][router]") {
   TempRoot root;
-  const std::string script = root.File("ask.json", R"({"turns": [[
-      {"type": "question", "inputId": "pick", "questions": [
-        {"id": "lang", "header": "Language", "question": "Which language?",
-         "options": [{"label": "C++"}, {"label": "Python"}]}]}]]})");
-  std::string question;
-  {
-    backend_test::HelperChild child(
-        {{kChildRootEnv, root.path()}, {kChildScriptEnv, script}, {kChildWaitEnv, "Which language?"}}, kChildTest);
-    question = child.LineStartingWith("CHILD-READY ");
-    REQUIRE_FALSE(question.empty());
-    child.KillNow();
-  }
-  Context context(ContextOptions{2, {}, LogLevel::warning});
-  auto backend = MakeLocalBackend(context, Backend(root.path(), "script:" + script, false));
-  REQUIRE(backend);
-  RecordingAdapter adapter(context, ThreadedCaps(), "p");
-  auto router = Router::Create(context, **backend, adapter, Options(root));
-  REQUIRE(router);
-  (*router)->Start();
+  const std::string script = root.File("ask.json", kLanguageQuestion);
+  const std::string question = KilledBot(root, script, "Which language?");
+  REQUIRE_FALSE(question.empty());
+  Bot bot(root, "script:" + script, false, "p", Options(root));
   // The question is still open, in the message the killed bot posted: a reply to it answers it.
   auto answer = Msg("2", "2");
   answer.reply_to_message_id = question;
-  std::promise<Result<Disposition>> taken;
-  (*router)->HandleMessage(answer, [&](Result<Disposition> d) { taken.set_value(std::move(d)); });
-  auto d = taken.get_future().get();
-  REQUIRE(d);
-  CHECK(*d == Disposition::accepted);
-  REQUIRE(adapter.WaitForText("Answers: lang=Python", 60s));
-  CHECK(adapter.Text(question).find("Answered by Ada U1: Python") != std::string::npos);
+  auto taken = bot.Send(answer);
+  REQUIRE(taken);
+  CHECK(*taken == Disposition::accepted);
+  REQUIRE(bot.WaitDelivered(1));
+  CHECK(bot.adapter.WaitForText("Answers: lang=Python"));
+  CHECK(bot.adapter.Text(question).find("Answered by Ada U1: Python") != std::string::npos);
   std::this_thread::sleep_for(300ms);
   // Not asked a second time.
-  CHECK(Posts(adapter.Ops(), "Which language?") == 0);
-  CHECK(adapter.CountMessagesWith("Answers: lang=Python") == 1);
-  router->reset();
+  CHECK(Posts(bot.adapter.Ops(), "Which language?") == 0);
+  CHECK(bot.adapter.CountMessagesWith("Answers: lang=Python") == 1);
 }
 
 TEST_CASE("router: a reply the platform kept refusing is delivered from the outbox after a restart",
           "[routing][router]") {
   TempRoot root;
-  Context context(ContextOptions{2, {}, LogLevel::error});
-  auto backend = MakeLocalBackend(context, Backend(root.path(), "echo", true));
-  REQUIRE(backend);
   RouterOptions o = Options(root);
   o.delivery_attempts = 1;
-  RecordingAdapter down(context, ThreadedCaps(), "down-");
-  down.fail_posts = 1000;
   {
-    auto router = Router::Create(context, **backend, down, o);
-    REQUIRE(router);
-    (*router)->Start();
-    (*router)->HandleMessage(Msg("1", "hello"));
+    Bot down(root, "echo", true, "down-", o);
+    down.adapter.fail_posts = 1000;
+    REQUIRE(*down.Send(Msg("1", "hello")) == Disposition::accepted);
     // The placeholder, the reply and the note about it all fail.
-    REQUIRE(down.WaitFor([](const std::vector<SentOp>& ops) {
+    REQUIRE(down.adapter.WaitFor([](const std::vector<SentOp>& ops) {
       for (const auto& op : ops) {
         if (op.kind == "post" && !op.ok && op.text.find("could not be delivered") != std::string::npos) return true;
       }
       return false;
     }));
-    CHECK((*router)->Stats().replies_delivered == 0);
+    CHECK(down.router->Stats().replies_delivered == 0);
   }
-  RecordingAdapter up(context, ThreadedCaps(), "up-");
-  auto router = Router::Create(context, **backend, up, o);
-  REQUIRE(router);
-  (*router)->Start();
-  const auto until = std::chrono::steady_clock::now() + 30s;
-  while ((*router)->Stats().replies_delivered < 1 && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(10ms);
-  }
-  REQUIRE((*router)->Stats().replies_delivered == 1);
+  Bot up(root, "echo", true, "up-", o);
+  REQUIRE(up.WaitDelivered(1));
   std::this_thread::sleep_for(300ms);
-  CHECK(Posts(up.Ops(), "echo #1:") == 1);
-  CHECK(up.CountMessagesWith("hello") == 1);
-  router->reset();
+  CHECK(Posts(up.adapter.Ops(), "echo #1:") == 1);
+  CHECK(up.adapter.CountMessagesWith("hello") == 1);
+  CHECK(up.router->Stats().replies_delivered == 1);
 }
 
 TEST_CASE("router: a graceful shutdown tells the thread once and the next start delivers the reply",
@@ -190,38 +184,26 @@ TEST_CASE("router: a graceful shutdown tells the thread once and the next start 
   TempRoot root;
   const std::string script = root.File("slow.json", R"({"turns": [[{"type": "sleep", "ms": 1500},
       {"type": "message", "text": "finished after the restart"}]]})");
-  // The backend's runtimes outlive one router: hosted in this process, by one backend for both.
-  Context context(ContextOptions{2, {}, LogLevel::warning});
-  auto backend = MakeLocalBackend(context, Backend(root.path(), "script:" + script, true));
-  REQUIRE(backend);
-  const RouterOptions o = Options(root);
-  RecordingAdapter first(context, ThreadedCaps(), "first-");
+  std::string placeholder;
   {
-    auto router = Router::Create(context, **backend, first, o);
-    REQUIRE(router);
-    (*router)->Start();
-    std::promise<void> accepted;
-    (*router)->HandleMessage(Msg("1", "long job"), [&](Result<Disposition>) { accepted.set_value(); });
-    accepted.get_future().wait();
-    REQUIRE(first.WaitForText("Working"));
+    // The runtimes are processes of their own: they outlive the first bot.
+    Bot first(root, "script:" + script, false, "first-", Options(root));
+    REQUIRE(*first.Send(Msg("1", "long job")) == Disposition::accepted);
+    REQUIRE(first.adapter.WaitForText("Working"));
+    placeholder = first.adapter.FindMessage("Working");
     std::this_thread::sleep_for(300ms);  // the turn is running in the Session
-    REQUIRE((*router)->ShutdownAndWait());
-    CHECK(first.CountMessagesWith("The bot is restarting") == 1);
-    auto refused = std::make_shared<std::promise<Result<Disposition>>>();
-    (*router)->HandleMessage(Msg("2", "too late"), [refused](Result<Disposition> d) { refused->set_value(d); });
-    auto late = refused->get_future().get();
+    REQUIRE(first.router->ShutdownAndWait());
+    CHECK(first.adapter.CountMessagesWith("The bot is restarting") == 1);
+    auto late = first.Send(Msg("2", "too late"));
     REQUIRE_FALSE(late);
     CHECK(late.error().code == Errc::unavailable);
+    CHECK(first.adapter.CountMessagesWith("finished after the restart") == 0);
   }
-  RecordingAdapter second(context, ThreadedCaps(), "second-");
-  auto router = Router::Create(context, **backend, second, o);
-  REQUIRE(router);
-  (*router)->Start();
-  REQUIRE(second.WaitForText("finished after the restart", 60s));
+  Bot second(root, "script:" + script, false, "second-", Options(root));
+  REQUIRE(second.WaitDelivered(1));
   std::this_thread::sleep_for(300ms);
-  CHECK(second.CountMessagesWith("finished after the restart") == 1);
-  CHECK(first.CountMessagesWith("finished after the restart") == 0);
+  CHECK(second.adapter.CountMessagesWith("finished after the restart") == 1);
   // Into the first run's placeholder, not a new message.
-  CHECK(Posts(second.Ops(), "finished after the restart") == 0);
-  router->reset();
+  CHECK(second.adapter.Text(placeholder).find("finished after the restart") != std::string::npos);
+  CHECK(Posts(second.adapter.Ops(), "finished after the restart") == 0);
 }
