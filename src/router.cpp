@@ -110,6 +110,15 @@ void Router::Impl::Teardown() {
   }
   shutting_down = true;
   torn_down = true;
+  // Messages handed over but not taken yet are not acknowledged: the platform delivers them again.
+  std::vector<PendingMessage> pending;
+  {
+    std::lock_guard lock(intake_mu);
+    pending.swap(intake);
+  }
+  for (auto& p : pending) {
+    if (p.done) p.done(Fail(Errc::unavailable, "the router was destroyed before it took the message"));
+  }
   // The turns stay in their Sessions (as after a crash): the next start re-attaches to them.
   for (auto& [name, s] : sessions) {
     if (s->driver) {
@@ -167,9 +176,14 @@ void Router::Start() {
 void Router::HandleMessage(InboundMessage message, std::function<void(Result<Disposition>)> done) {
   if (!done) done = [](Result<Disposition>) {};
   if (impl_->context.Stopped()) return done(Fail(blocking::StoppedContextError("Router::HandleMessage")));
-  impl_->Run([message = std::move(message), done = std::move(done)](Impl& r) mutable {
-    r.Intake(std::move(message), std::move(done));
-  });
+  bool post = false;
+  {
+    std::lock_guard lock(impl_->intake_mu);
+    impl_->intake.push_back({std::move(message), std::move(done)});
+    post = !impl_->intake_posted;
+    impl_->intake_posted = true;
+  }
+  if (post) impl_->Run([](Impl& r) { r.DrainIntake(); });
 }
 
 void Router::HandleAction(InboundAction action) {

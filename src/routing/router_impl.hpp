@@ -42,8 +42,8 @@ using SteadyTime = std::chrono::steady_clock::time_point;
 struct LiveMessage {
   ThreadRef where;
   std::string message_id;  // empty until the post landed
-  std::string wanted;      // the text it should show
-  std::string shown;       // the text it shows (as far as we know)
+  std::string wanted;      // the Markdown it should show (rendered when an edit goes out)
+  std::string shown;       // the Markdown it shows (as far as we know)
   bool posting = false;    // the post is in flight
   bool editing = false;    // an edit is in flight
   bool retired = false;    // the final reply took over: no more progress
@@ -63,6 +63,7 @@ struct ChatPace {
 // An accepted message waiting in its Session's queue (the router's; the runtime has its own).
 struct Waiting {
   std::int64_t inbox_id = 0;
+  std::string session;
   InboundMessage message;
   ThreadRef where;  // where the reply goes
   std::size_t route = 0;
@@ -107,6 +108,7 @@ struct SessionRun {
   std::shared_ptr<TurnRun> running;
   bool in_admission = false;            // waiting for a slot under max_in_flight
   bool starting = false;                // between admission and the turn's start
+  std::size_t accepting = 0;            // accepted in the batch being drained, not queued yet
 };
 
 // A question of the agent, asked in a thread.
@@ -141,6 +143,9 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   // Teardown ran (~Router): the store is closed and every handler still in flight is dropped when it
   // lands (Run, OnStrand, After and the timers check this first).
   bool torn_down = false;
+  bool gauges_due = false;  // a PublishGauges count is posted
+  // Rendered router texts (receipts, notes) by their Markdown: the same few, rendered once each.
+  mutable std::unordered_map<std::string, std::string> rendered;
   std::function<void()> finish_shutdown;  // set while a Shutdown's notices are going out
   std::unordered_map<std::string, std::shared_ptr<routing::SessionRun>> sessions;
   std::deque<std::string> admission;  // Sessions waiting for a slot, in order
@@ -191,18 +196,32 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   static std::string ChatKey(const ThreadRef& where);
 
   // ---- intake (router_intake.cpp) ----
-  void Intake(InboundMessage message, std::function<void(Result<Disposition>)> done);
+  // Messages handed to HandleMessage wait here (any thread) until the strand drains them, all of
+  // them at once: a burst is accepted in one store transaction and its placeholders go out before
+  // any of its turns starts.
+  struct PendingMessage {
+    InboundMessage message;
+    std::function<void(Result<Disposition>)> done;
+  };
+  std::mutex intake_mu;
+  std::vector<PendingMessage> intake;  // guarded by intake_mu
+  bool intake_posted = false;          // guarded by intake_mu: a DrainIntake is on its way
+  void DrainIntake();
+  // One message: its disposition, and the waiting entry to queue once the batch is committed.
+  Result<Disposition> Intake(InboundMessage message, std::optional<routing::Waiting>* accepted);
   Result<std::string> SessionOf(const InboundMessage& message, std::size_t route);
-  void OnEdited(const InboundMessage& message, std::function<void(Result<Disposition>)> done);
+  Result<Disposition> OnEdited(const InboundMessage& message);
   // The author edited or deleted the message of a turn in flight: changed in the runtime while it is
   // queued there (message.edit / message.remove with the revision), else a note that it runs as sent.
   void ChangeRunning(const std::shared_ptr<routing::TurnRun>& turn, const InboundMessage& message);
   std::string Render(std::string_view markdown) const;  // one message's worth, for the router's notes
+  std::string RenderOne(std::string_view markdown) const;
   void Note(const ThreadRef& where, std::string_view markdown, const std::string& session = {},
             const std::string& reply_to = {});
 
   // ---- turns (router_turns.cpp) ----
-  void Enqueue(routing::SessionRun& s, routing::Waiting w);
+  // Queues `w` with its receipt; `pump`: start it now if the Session and a slot are free.
+  void Enqueue(routing::SessionRun& s, routing::Waiting w, bool pump = true);
   void Pump(routing::SessionRun& s);
   void Admit();
   void StartTurn(routing::SessionRun& s, routing::Waiting w);
@@ -211,7 +230,8 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   std::string PromptOf(const routing::TurnRun& turn, const std::vector<ThreadHistoryMessage>& context) const;
   void Tick(const std::shared_ptr<routing::TurnRun>& turn);
   void Typing(const routing::TurnRun& turn);  // the chat's "typing..." while the turn runs
-  void PublishGauges();
+  void PublishGauges();  // coalesced: one count of every Session per burst of changes
+  void CountGauges();
   void Attach(const std::shared_ptr<routing::TurnRun>& turn, Driver& driver);
   TurnOptions OptionsFor(const std::shared_ptr<routing::TurnRun>& turn);
   void OnEvent(const std::shared_ptr<routing::TurnRun>& turn, const Event& event);

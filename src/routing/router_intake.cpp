@@ -28,6 +28,22 @@ std::span<const DedupeKey> Present(const std::array<DedupeKey, 2>& keys) {
 }  // namespace
 
 std::string Router::Impl::Render(std::string_view markdown) const {
+  // The router's own short texts repeat ("Working on it…", "Queued — position 2"): rendered once.
+  constexpr std::size_t kCachedBelow = 160;
+  constexpr std::size_t kCacheEntries = 512;
+  const bool cacheable = markdown.size() < kCachedBelow;
+  if (cacheable) {
+    if (auto hit = rendered.find(std::string(markdown)); hit != rendered.end()) return hit->second;
+  }
+  std::string text = RenderOne(markdown);
+  if (cacheable) {
+    if (rendered.size() >= kCacheEntries) rendered.clear();
+    rendered.emplace(std::string(markdown), text);
+  }
+  return text;
+}
+
+std::string Router::Impl::RenderOne(std::string_view markdown) const {
   RenderOptions o;
   o.dialect = caps.dialect;
   o.max_length = caps.max_length;
@@ -56,24 +72,83 @@ void Router::Impl::Note(const ThreadRef& where, std::string_view markdown, const
                     }));
 }
 
-void Router::Impl::Intake(InboundMessage m, std::function<void(Result<Disposition>)> done) {
+void Router::Impl::DrainIntake() {
+  std::vector<PendingMessage> batch;
+  {
+    std::lock_guard lock(intake_mu);
+    batch.swap(intake);
+    intake_posted = false;
+  }
+  if (batch.empty()) return;
+  // One transaction for the burst; a single message needs none of its own beyond the store's.
+  bool batched = false;
+  if (batch.size() > 1 && !shutting_down) {
+    if (auto st = store->BeginBatch("accepting messages"); st) {
+      batched = true;
+    } else {
+      Log(LogLevel::warning, "accepting messages one by one: " + st.error().ToString());
+    }
+  }
+  std::vector<Result<Disposition>> results;
+  std::vector<std::optional<routing::Waiting>> accepted(batch.size());
+  results.reserve(batch.size());
+  for (std::size_t i = 0; i < batch.size(); ++i) results.push_back(Intake(std::move(batch[i].message), &accepted[i]));
+  for (auto& w : accepted) {
+    if (!w) continue;
+    auto it = sessions.find(w->session);
+    if (it != sessions.end() && it->second->accepting > 0) --it->second->accepting;
+  }
+  if (batched) {
+    if (auto st = store->CommitBatch(); !st) {
+      // Nothing of the burst is in the store: nothing is acknowledged, the platform delivers it again.
+      Log(LogLevel::error, "accepting " + std::to_string(batch.size()) + " messages failed: " + st.error().ToString());
+      for (std::size_t i = 0; i < batch.size(); ++i) {
+        accepted[i].reset();
+        results[i] = Fail(st.error());
+      }
+    }
+  }
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    if (accepted[i]) Bump(&RouterStats::messages_accepted);
+    if (batch[i].done) batch[i].done(std::move(results[i]));
+  }
+  // Every placeholder first, then the turns: a turn's start (its store write, Ensure, WaitReady)
+  // never holds up the next message's placeholder.
+  std::vector<std::string> touched;
+  for (auto& w : accepted) {
+    if (!w) continue;
+    auto it = sessions.find(w->session);
+    if (it == sessions.end()) continue;
+    touched.push_back(w->session);
+    Enqueue(*it->second, std::move(*w), /*pump=*/false);
+  }
+  for (const std::string& name : touched) {
+    auto it = sessions.find(name);
+    if (it == sessions.end()) continue;
+    Pump(*it->second);
+    UpdateReceipts(*it->second);
+  }
+  PublishGauges();
+}
+
+Result<Disposition> Router::Impl::Intake(InboundMessage m, std::optional<routing::Waiting>* accepted) {
   if (shutting_down) {
-    return done(Fail(Errc::unavailable, "the router is shutting down; the platform should deliver the message again"));
+    return Fail(Errc::unavailable, "the router is shutting down; the platform should deliver the message again");
   }
   if (m.platform.empty() || m.chat.empty() || m.message_id.empty()) {
-    return done(Fail(Errc::invalid_argument, "an InboundMessage needs a platform, a chat and a message id (got '" +
-                                                 m.platform + "', '" + m.chat + "', '" + m.message_id + "')"));
+    return Fail(Errc::invalid_argument, "an InboundMessage needs a platform, a chat and a message id (got '" +
+                                            m.platform + "', '" + m.chat + "', '" + m.message_id + "')");
   }
-  if (m.kind != MessageKind::new_message) return OnEdited(m, std::move(done));
+  if (m.kind != MessageKind::new_message) return OnEdited(m);
   const routing::RouteMatch match = matcher.Match(m);
   if (!match.warning.empty()) Log(LogLevel::warning, match.warning);
   if (match.route == nullptr) {
     Log(LogLevel::debug, "message " + m.message_id + " in chat " + m.chat + " matched no route: " + match.reason);
-    return done(Disposition::ignored);
+    return Disposition::ignored;
   }
   const std::size_t route = match.index;
   const auto keys = KeysOf(m);
-  // Commands and answers never reach a Session; a redelivered one must not run twice.
+  // Commands, answers and refusals never reach a Session; a redelivered one must not run twice.
   auto seen = [&]() -> Result<bool> {
     bool any = false;
     for (const DedupeKey& k : Present(keys)) {
@@ -84,43 +159,44 @@ void Router::Impl::Intake(InboundMessage m, std::function<void(Result<Dispositio
     return any;
   };
   auto session = SessionOf(m, route);
-  if (!session) return done(Fail(session.error()));
+  if (!session) return Fail(session.error());
   if (routing::ParseCommand(m.text, caps, options.bot_username)) {
     auto dup = seen();
-    if (!dup) return done(Fail(dup.error()));
-    if (*dup) return done(Disposition::duplicate);
+    if (!dup) return Fail(dup.error());
+    if (*dup) return Disposition::duplicate;
     TryCommand(m, route, *session);
-    return done(Disposition::accepted);
+    return Disposition::accepted;
   }
   if (auto question = QuestionFor(m, route)) {
     auto dup = seen();
-    if (!dup) return done(Fail(dup.error()));
-    if (*dup) return done(Disposition::duplicate);
+    if (!dup) return Fail(dup.error());
+    if (*dup) return Disposition::duplicate;
     AnswerFromChat(*question, m);
-    return done(Disposition::accepted);
+    return Disposition::accepted;
   }
   routing::SessionRun& s = SessionFor(*session, route);
-  if (s.queue.size() >= options.max_queued) {
+  if (s.queue.size() + s.accepting >= options.max_queued) {
     auto dup = seen();
-    if (!dup) return done(Fail(dup.error()));
-    if (*dup) return done(Disposition::duplicate);
+    if (!dup) return Fail(dup.error());
+    if (*dup) return Disposition::duplicate;
     Note(m.Where(),
          "Too many messages are queued for this conversation (" + std::to_string(options.max_queued) +
              "). This one was not sent to the agent; send it again once the queue is shorter.",
          s.name, m.message_id);
-    return done(Disposition::refused);
+    return Disposition::refused;
   }
   auto id = store->AcceptMessage(m.Where(), s.name, m, Present(keys), std::chrono::system_clock::now());
-  if (!id) return done(Fail(id.error()));
-  if (!*id) return done(Disposition::duplicate);
-  Bump(&RouterStats::messages_accepted);
-  done(Disposition::accepted);
+  if (!id) return Fail(id.error());
+  if (!*id) return Disposition::duplicate;
+  ++s.accepting;  // counts against the queue bound until the batch is queued
   routing::Waiting w;
   w.inbox_id = **id;
+  w.session = s.name;
   w.where = m.Where();
   w.route = route;
   w.message = std::move(m);
-  Enqueue(s, std::move(w));
+  *accepted = std::move(w);
+  return Disposition::accepted;
 }
 
 Result<std::string> Router::Impl::SessionOf(const InboundMessage& m, std::size_t route) {
@@ -151,35 +227,35 @@ Result<std::string> Router::Impl::SessionOf(const InboundMessage& m, std::size_t
   return name;
 }
 
-void Router::Impl::OnEdited(const InboundMessage& m, std::function<void(Result<Disposition>)> done) {
+Result<Disposition> Router::Impl::OnEdited(const InboundMessage& m) {
   if (!m.event_id.empty()) {
     auto seen = store->SeenOrRemember(DedupeKind::event, m.platform + '\x1f' + m.event_id);
-    if (!seen) return done(Fail(seen.error()));
-    if (*seen) return done(Disposition::duplicate);
+    if (!seen) return Fail(seen.error());
+    if (*seen) return Disposition::duplicate;
   }
   const bool deleted = m.kind == MessageKind::deleted;
   for (auto& [name, s] : sessions) {
     for (auto it = s->queue.begin(); it != s->queue.end(); ++it) {
       if (it->message.chat != m.chat || it->message.message_id != m.message_id) continue;
       if (deleted) {
-        if (auto st = store->RemoveInbox(it->inbox_id); !st) return done(Fail(st.error()));
+        if (auto st = store->RemoveInbox(it->inbox_id); !st) return Fail(st.error());
         SetLive(it->receipt, "Withdrawn: the message was deleted before its turn started.");
         s->queue.erase(it);
         UpdateReceipts(*s);
       } else {
-        if (auto st = store->UpdateInboxText(it->inbox_id, m.text); !st) return done(Fail(st.error()));
+        if (auto st = store->UpdateInboxText(it->inbox_id, m.text); !st) return Fail(st.error());
         it->message.text = m.text;
         it->message.attachments_text = m.attachments_text;
         UpdateReceipts(*s);
       }
-      return done(Disposition::accepted);
+      return Disposition::accepted;
     }
     if (s->running && s->running->message.chat == m.chat && s->running->message.message_id == m.message_id) {
       ChangeRunning(s->running, m);
-      return done(Disposition::accepted);
+      return Disposition::accepted;
     }
   }
-  return done(Disposition::ignored);  // not one we hold (already answered, or never ours)
+  return Disposition::ignored;  // not one we hold (already answered, or never ours)
 }
 
 void Router::Impl::ChangeRunning(const std::shared_ptr<routing::TurnRun>& turn, const InboundMessage& m) {

@@ -29,11 +29,10 @@ std::shared_ptr<LiveMessage> Router::Impl::PostLive(const ThreadRef& where, std:
                                                     const std::string& session, const std::string& reply_to) {
   auto live = std::make_shared<LiveMessage>();
   live->where = where;
-  live->wanted = Render(markdown);
+  live->wanted = markdown;
   live->posting = true;
-  const std::string text = live->wanted;
-  adapter.AsyncPost(where, OutboundMessage{text, {}, reply_to},
-                    OnStrand<Result<std::string>>([live, text, session](Impl& r, Result<std::string> id) {
+  adapter.AsyncPost(where, OutboundMessage{Render(markdown), {}, reply_to},
+                    OnStrand<Result<std::string>>([live, markdown, session](Impl& r, Result<std::string> id) {
                       live->posting = false;
                       if (!id) {
                         // The reply is then posted as a new message (one, never two).
@@ -41,7 +40,7 @@ std::shared_ptr<LiveMessage> Router::Impl::PostLive(const ThreadRef& where, std:
                                                      " failed: " + id.error().ToString());
                       } else {
                         live->message_id = *id;
-                        live->shown = text;
+                        live->shown = markdown;
                         if (auto st = r.store->IndexBotMessage({routing::ChatRef::Of(live->where), *id, session,
                                                                 routing::BotMessageKind::placeholder});
                             !st) {
@@ -64,7 +63,7 @@ std::shared_ptr<LiveMessage> Router::Impl::PostLive(const ThreadRef& where, std:
 
 void Router::Impl::SetLive(const std::shared_ptr<LiveMessage>& live, std::string markdown) {
   if (!live || live->retired) return;
-  live->wanted = Render(markdown);
+  live->wanted = std::move(markdown);
   PaceLive(live);
 }
 
@@ -90,12 +89,12 @@ void Router::Impl::SendLive(const std::shared_ptr<LiveMessage>& live) {
   if (pace.next_edit > now) return PaceLive(live);  // another message of the chat took the slot
   pace.next_edit = now + EditSpacing();
   live->editing = true;
-  const std::string text = live->wanted;
-  adapter.AsyncEdit(live->where, live->message_id, OutboundMessage{text, {}, {}},
-                    OnStrand<Status>([live, text](Impl& r, Status st) {
+  const std::string markdown = live->wanted;
+  adapter.AsyncEdit(live->where, live->message_id, OutboundMessage{Render(markdown), {}, {}},
+                    OnStrand<Status>([live, markdown](Impl& r, Status st) {
                       live->editing = false;
                       if (st) {
-                        live->shown = text;
+                        live->shown = markdown;
                         r.Bump(&RouterStats::edits_sent);
                       } else {
                         r.Bump(&RouterStats::edits_dropped);

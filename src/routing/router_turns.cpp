@@ -55,6 +55,15 @@ std::string DescribeFailure(const Error& e) {
 }  // namespace
 
 void Router::Impl::PublishGauges() {
+  if (gauges_due) return;
+  gauges_due = true;
+  asio::post(strand, [self = shared_from_this()] {
+    self->gauges_due = false;
+    if (!self->torn_down) self->CountGauges();
+  });
+}
+
+void Router::Impl::CountGauges() {
   std::size_t waiting = 0;
   std::size_t running = 0;
   for (const auto& [name, s] : sessions) {
@@ -68,7 +77,7 @@ void Router::Impl::PublishGauges() {
   stats.open_questions = questions.size();
 }
 
-void Router::Impl::Enqueue(SessionRun& s, Waiting w) {
+void Router::Impl::Enqueue(SessionRun& s, Waiting w, bool pump) {
   const std::size_t ahead = s.queue.size() + ((s.running || s.starting) ? 1 : 0);
   const std::string text = ahead == 0 && in_flight < options.max_in_flight
                                ? "\u23F3 Working on it\u2026"
@@ -78,6 +87,7 @@ void Router::Impl::Enqueue(SessionRun& s, Waiting w) {
     w.receipt->inbox_id = w.inbox_id;
   }
   s.queue.push_back(std::move(w));
+  if (!pump) return;
   Pump(s);
   UpdateReceipts(s);  // a receipt kept from before a restart shows its position now
   PublishGauges();

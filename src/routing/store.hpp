@@ -150,6 +150,7 @@ struct OpenQuestion {
 };
 
 class Db;
+class Transaction;
 
 // RouterStore: synchronous, and used from one thread at a time (the Router's strand): it has no lock
 // of its own and its SQLite connection is opened without one. Each call is one statement or one
@@ -195,6 +196,15 @@ class RouterStore {
   // True when the key was there already; otherwise it is remembered and the answer is false.
   Result<bool> SeenOrRemember(DedupeKind kind, std::string_view key);
   Result<bool> Forget(DedupeKind kind, std::string_view key);  // true when it was there
+
+  // A batch: the store's calls until CommitBatch are one transaction (each call's own transaction a
+  // savepoint in it), so a burst of messages costs one commit. A failed call undoes only its own
+  // writes. AbortBatch (or a batch still open when the store closes) rolls all of it back.
+  // Errc::invalid_argument when a batch is open already.
+  Status BeginBatch(std::string_view op);
+  Status CommitBatch();
+  void AbortBatch();
+  bool InBatch() const noexcept { return batch_ != nullptr; }
 
   // The inbox.
   Result<std::int64_t> AddInbox(const ThreadRef& thread, std::string_view session, const InboundMessage& message,
@@ -253,6 +263,7 @@ class RouterStore {
   std::string path_;
   StoreLimits limits_;
   std::unique_ptr<Db> db_;
+  std::unique_ptr<Transaction> batch_;  // the open batch, if any (ended before db_ closes)
   int lock_fd_ = -1;  // flock(LOCK_EX) on <path>.lock, held while open
 };
 

@@ -97,6 +97,10 @@ Status Configure(Db& db, const StoreLimits& limits) {
                                     journal_mode + "\"): put the store on a local disk");
   }
   if (auto st = db.Exec("set synchronous", "PRAGMA synchronous = NORMAL"); !st) return st;
+  // A batch's calls are savepoints: their statement journals stay in memory, not in temp files.
+  if (auto st = db.Exec("keep temporary data in memory", "PRAGMA temp_store = MEMORY"); !st) return st;
+  // A big batch grows the WAL past the checkpoint size; after the checkpoint it shrinks back to 4 MiB.
+  if (auto st = db.Exec("bound the WAL", "PRAGMA journal_size_limit = 4194304"); !st) return st;
   return db.Exec("enable foreign keys", "PRAGMA foreign_keys = ON");
 }
 
@@ -163,8 +167,27 @@ RouterStore::RouterStore(std::string path, StoreLimits limits, std::unique_ptr<D
 }
 
 RouterStore::~RouterStore() {
-  db_.reset();  // closed (and checkpointed) before another router may take the lock
+  batch_.reset();  // an open batch is rolled back
+  db_.reset();     // closed (and checkpointed) before another router may take the lock
   if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+Status RouterStore::BeginBatch(std::string_view op) {
+  if (batch_) return Fail(Errc::invalid_argument, "router store " + path_ + ": a batch is open already");
+  auto tx = Transaction::Begin(*db_, op);
+  if (!tx) return Fail(tx.error());
+  batch_ = std::make_unique<Transaction>(std::move(*tx));
+  return {};
+}
+
+Status RouterStore::CommitBatch() {
+  if (!batch_) return Fail(Errc::invalid_argument, "router store " + path_ + ": no batch is open");
+  auto tx = std::move(batch_);
+  return tx->Commit();  // on failure its destructor rolls the batch back
+}
+
+void RouterStore::AbortBatch() {
+  batch_.reset();
 }
 
 }  // namespace sessionturn::routing

@@ -136,14 +136,15 @@ ChatRef Stmt::Chat(int col) const {
 }
 
 Result<Transaction> Transaction::Begin(Db& db, std::string_view op) {
-  auto begin = db.Query(op, "BEGIN IMMEDIATE");
+  const bool nested = sqlite3_get_autocommit(db.handle()) == 0;
+  auto begin = db.Query(op, nested ? "SAVEPOINT st_nested" : "BEGIN IMMEDIATE");
   if (!begin) return Fail(begin.error());
   if (auto st = begin->Run(); !st) return Fail(st.error());
-  return Transaction(db, op);
+  return Transaction(db, op, nested);
 }
 
 Status Transaction::Commit() {
-  auto commit = db_->Query(op_, "COMMIT");
+  auto commit = db_->Query(op_, nested_ ? "RELEASE st_nested" : "COMMIT");
   if (!commit) return Fail(commit.error());
   if (auto st = commit->Run(); !st) return st;  // still open: the destructor rolls it back
   db_ = nullptr;
@@ -153,6 +154,12 @@ Status Transaction::Commit() {
 Transaction::~Transaction() {
   // SQLite rolls back by itself after some failures (a full disk): then there is nothing left to end.
   if (!db_ || sqlite3_get_autocommit(db_->handle())) return;
+  if (nested_) {
+    // Undoes this savepoint's writes and pops it; the outer transaction goes on.
+    if (auto undo = db_->Query(op_, "ROLLBACK TO st_nested")) (void)undo->Run();
+    if (auto pop = db_->Query(op_, "RELEASE st_nested")) (void)pop->Run();
+    return;
+  }
   if (auto rollback = db_->Query(op_, "ROLLBACK")) (void)rollback->Run();
 }
 

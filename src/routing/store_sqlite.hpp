@@ -106,9 +106,13 @@ class Stmt {
 // IMMEDIATE takes the write lock at the start, so a transaction never fails half-way on a busy lock.
 class Transaction {
  public:
+  // BEGIN IMMEDIATE; inside a transaction already (a batch of the router's), a SAVEPOINT: its
+  // Commit releases it into the outer transaction and its rollback undoes only its own writes.
   static Result<Transaction> Begin(Db& db, std::string_view op);
   ~Transaction();
-  Transaction(Transaction&& other) noexcept : db_(other.db_), op_(other.op_) { other.db_ = nullptr; }
+  Transaction(Transaction&& other) noexcept : db_(other.db_), op_(other.op_), nested_(other.nested_) {
+    other.db_ = nullptr;
+  }
   Transaction(const Transaction&) = delete;
   Transaction& operator=(const Transaction&) = delete;
   Transaction& operator=(Transaction&&) = delete;
@@ -116,9 +120,10 @@ class Transaction {
   Status Commit();
 
  private:
-  Transaction(Db& db, std::string_view op) : db_(&db), op_(op) {}
+  Transaction(Db& db, std::string_view op, bool nested) : db_(&db), op_(op), nested_(nested) {}
   Db* db_;
   std::string_view op_;
+  bool nested_;
 };
 
 }  // namespace sessionturn::routing

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -274,4 +275,34 @@ TEST_CASE("router: the placeholder is in the thread within a second, long before
   CHECK(rig.adapter.Ops().front().kind == "post");
   CHECK(rig.adapter.FindMessage("slow reply").empty());
   REQUIRE(rig.WaitDelivered(1));
+}
+
+TEST_CASE("router: a burst is accepted together, and a redelivery inside the burst is still a duplicate",
+          "[routing][router]") {
+  TempRoot root;
+  Rig rig(root);
+  std::vector<std::shared_ptr<std::promise<Result<Disposition>>>> taken;
+  for (int i = 0; i < 20; ++i) {
+    // Message 5 arrives twice in the burst, the second time as a redelivery with its own event id.
+    auto m = i == 10 ? Msg("5", "thread 5's message", "B5") : Msg(std::to_string(i), "message " + std::to_string(i),
+                                                                    "B" + std::to_string(i));
+    if (i == 10) m.event_id = "ev-redelivered";
+    auto p = std::make_shared<std::promise<Result<Disposition>>>();
+    taken.push_back(p);
+    rig.router->HandleMessage(std::move(m), [p](Result<Disposition> d) { p->set_value(std::move(d)); });
+  }
+  int accepted = 0;
+  int duplicates = 0;
+  for (auto& p : taken) {
+    auto d = p->get_future().get();
+    REQUIRE(d);
+    accepted += *d == Disposition::accepted;
+    duplicates += *d == Disposition::duplicate;
+  }
+  CHECK(accepted == 19);
+  CHECK(duplicates == 1);
+  REQUIRE(rig.WaitDelivered(19));
+  std::this_thread::sleep_for(200ms);
+  CHECK(rig.router->Stats().replies_delivered == 19);
+  CHECK(rig.adapter.CountMessagesWith("message 5") == 1);
 }

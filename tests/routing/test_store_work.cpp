@@ -444,3 +444,46 @@ TEST_CASE("store: text that is not UTF-8 is kept in plain columns and replaced i
   CHECK(e.session == bad);
   CHECK(e.message.text == "ok \xef\xbf\xbd\xef\xbf\xbd bad");
 }
+
+TEST_CASE("store: a batch is one transaction, and a failed call in it undoes only its own writes", "[routing][store]") {
+  Fixture f;
+  auto& s = *f.store;
+  REQUIRE(s.BeginBatch("test batch"));
+  CHECK(s.InBatch());
+  CHECK(s.BeginBatch("again").error().code == Errc::invalid_argument);
+  const auto a = *s.AddInbox(Thread(), "sess", Message("a"), At(1));
+  // A call that fails inside the batch: its savepoint is rolled back, the batch goes on.
+  CHECK(s.BeginTurn(a + 100, "req-x", At(2)).error().code == Errc::not_found);
+  const DedupeKey keys[] = {{DedupeKind::message, "slack|C1|m2"}};
+  REQUIRE(s.AcceptMessage(Thread(), "sess", Message("b", "m2"), keys, At(3)));
+  // The batch's own writes are visible to it before the commit.
+  CHECK(s.ListInbox()->size() == 2);
+  REQUIRE(s.BeginTurn(a, "req-a", At(4)));
+  {
+    RawDb other(f.path);  // another connection sees nothing yet
+    CHECK(other.Int("SELECT count(*) FROM inbox") == 0);
+  }
+  REQUIRE(s.CommitBatch());
+  CHECK_FALSE(s.InBatch());
+  CHECK(s.CommitBatch().error().code == Errc::invalid_argument);
+  CHECK(s.ListInbox()->size() == 1);
+  CHECK(s.ListTurns()->size() == 1);
+  {
+    RawDb other(f.path);
+    CHECK(other.Int("SELECT count(*) FROM inbox") == 1);
+  }
+
+  SECTION("an aborted batch leaves nothing") {
+    REQUIRE(s.BeginBatch("aborted"));
+    REQUIRE(s.AddInbox(Thread(), "sess", Message("c"), At(5)));
+    s.AbortBatch();
+    CHECK(s.ListInbox()->size() == 1);
+  }
+  SECTION("a batch still open when the store closes is rolled back") {
+    REQUIRE(s.BeginBatch("left open"));
+    REQUIRE(s.AddInbox(Thread(), "sess", Message("d"), At(6)));
+    f.store.reset();
+    auto again = OpenStore(f.path);
+    CHECK(again->ListInbox()->size() == 1);
+  }
+}
