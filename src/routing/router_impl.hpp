@@ -93,6 +93,9 @@ struct TurnRun {
   std::string open_question;        // the QuestionRun id while the agent waits for an answer
   bool with_context = false;        // the prompt carried the thread's earlier messages
   std::vector<ThreadHistoryMessage> context;  // those messages (an edit rebuilds the prompt with them)
+  // An edit or deletion that came while the message was still being sent: applied once the runtime
+  // has it (user.message), when it can still be changed there.
+  std::optional<InboundMessage> pending_change;
   std::string prompt;               // what was (or will be) submitted
   CancellationSource cancel;
   std::unique_ptr<asio::steady_timer> ticker;  // elapsed time in the progress, while it runs

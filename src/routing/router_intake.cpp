@@ -266,6 +266,11 @@ void Router::Impl::ChangeRunning(const std::shared_ptr<routing::TurnRun>& turn, 
                  : "The message was edited, but its turn had already started: the running turn was not changed.",
          turn->session, id);
   };
+  if (!turn->attached && (turn->stage == "starting" || turn->stage == "waking")) {
+    // Still on its way to the runtime (its user.message not seen yet): changed once it is there.
+    turn->pending_change = m;
+    return;
+  }
   auto it = sessions.find(turn->session);
   // Queued in the runtime (accepted, behind another client's turn): the runtime can still change it.
   if (turn->stage != "queued" || turn->ref.turn_id.empty() || turn->ref.revision <= 0 || it == sessions.end() ||

@@ -315,6 +315,11 @@ void Router::Impl::OnEvent(const std::shared_ptr<TurnRun>& turn, const Event& e)
       turn->ref.turn_id = e.turn_id;
       turn->ref.revision = e.revision;
     }
+    if (turn->pending_change) {
+      InboundMessage change = std::move(*turn->pending_change);
+      turn->pending_change.reset();
+      ChangeRunning(turn, change);
+    }
   } else if (e.Is(event_type::kUserMessageUpdated) && !turn->ref.turn_id.empty() && e.turn_id == turn->ref.turn_id) {
     // Edited (by us or by another client): a later edit or removal must name this revision.
     turn->ref.revision = e.revision;

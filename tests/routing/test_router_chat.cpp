@@ -207,89 +207,13 @@ TEST_CASE("router: a waiting message edited or deleted in the chat is changed or
 
 namespace {
 
-// Runs a long turn of another client in the thread's Session (the Router's turn then waits behind it
-// inside the runtime), through a Driver of its own, until Finish() interrupts it.
-struct OtherClient {
-  OtherClient(Rig& rig, const std::string& session) {
-    auto ready = rig.backend->WaitReady(session, std::chrono::steady_clock::now() + 30s);
-    REQUIRE(ready);
-    driver = std::make_unique<Driver>(rig.context, ready->connector);
-    TurnOptions o;
-    o.timeout = 180s;
-    o.on_event = [this](const Event& e) {
-      if (e.Is(event_type::kTurnStarted)) running = true;
-    };
-    driver->AsyncSubmitTurn("another client's turn", o, [this](Result<TurnResult> r) { done.set_value(std::move(r)); });
-    REQUIRE(backend_test::Eventually([this] { return running.load(); }));
-  }
-  ~OtherClient() { Finish(); }
-  void Finish() {
-    if (finished) return;
-    finished = true;
-    (void)driver->Interrupt();
-    done.get_future().wait_for(30s);
-  }
-  bool finished = false;
-  std::atomic<bool> running{false};
-  std::unique_ptr<Driver> driver;
-  std::promise<Result<TurnResult>> done;
-};
-
-bool QueuedInRuntime(RecordingAdapter& adapter) {
-  return adapter.WaitFor([](const std::vector<SentOp>& ops) { return Sent(ops, "Queued in the Session behind"); });
-}
-
-const char* kBehindScript = R"({"turns": [[{"type": "message", "text": "first: {prompt}"}],
-    [{"type": "sleep", "ms": 120000}, {"type": "message", "text": "slow"}],
-    [{"type": "message", "text": "final: {prompt}"}]]})";
-
-}  // namespace
-
-TEST_CASE("router: a message queued inside the runtime is edited there with its revision", "[routing][router]") {
-  TempRoot root;
-  Rig rig(root, ThreadedCaps(), "script:" + root.File("behind.json", kBehindScript));
-  REQUIRE(*rig.Send(Msg("1", "hello")) == Disposition::accepted);
-  REQUIRE(rig.WaitDelivered(1));
-  OtherClient other(rig, SessionName("chat", "slack", "test-owner", "C1", "T1"));
-  REQUIRE(*rig.Send(Msg("2", "original text")) == Disposition::accepted);
-  REQUIRE(QueuedInRuntime(rig.adapter));
-  REQUIRE(*rig.Send(Edited("2", "edited text", "ev-e2")) == Disposition::accepted);
-  const bool edited = rig.adapter.WaitForText("Edited before its turn started");
-  INFO(rig.adapter.Dump());
-  REQUIRE(edited);
-  other.Finish();  // our turn runs now
-  REQUIRE(rig.WaitDelivered(2));
-  const std::string reply = rig.adapter.FindMessage("final: ");
-  REQUIRE_FALSE(reply.empty());
-  CHECK(rig.adapter.Text(reply).find("edited text") != std::string::npos);
-  CHECK(rig.adapter.Text(reply).find("original text") == std::string::npos);
-}
-
-TEST_CASE("router: a message queued inside the runtime and deleted in the chat is withdrawn there",
-          "[routing][router]") {
-  TempRoot root;
-  Rig rig(root, ThreadedCaps(), "script:" + root.File("behind.json", kBehindScript));
-  REQUIRE(*rig.Send(Msg("1", "hello")) == Disposition::accepted);
-  REQUIRE(rig.WaitDelivered(1));
-  OtherClient other(rig, SessionName("chat", "slack", "test-owner", "C1", "T1"));
-  REQUIRE(*rig.Send(Msg("2", "never mind this")) == Disposition::accepted);
-  REQUIRE(QueuedInRuntime(rig.adapter));
-  REQUIRE(*rig.Send(Deleted("2", "ev-d2")) == Disposition::accepted);
-  REQUIRE(rig.WaitDelivered(2));
-  const bool withdrawn = rig.adapter.WaitForText("The message was withdrawn before it ran.");
-  INFO(rig.adapter.Dump());
-  CHECK(withdrawn);
-  CHECK(rig.adapter.FindMessage("final: ").empty());
-}
-
-namespace {
-
 // The LocalBackend, with a wake that takes as long as a cluster's: a WaitReady that reported
-// "resuming" hands its target over half a second later. (A local runtime starts in milliseconds,
-// before the chat's next edit is due; a Pod takes seconds.)
+// "resuming" (or, with `always`, every WaitReady) hands its target over half a second later. (A local
+// runtime starts in milliseconds, before the chat's next edit is due; a Pod takes seconds.)
 class SlowWake : public SessionBackend {
  public:
-  explicit SlowWake(std::unique_ptr<SessionBackend> inner) : inner_(std::move(inner)) {}
+  explicit SlowWake(std::unique_ptr<SessionBackend> inner, bool always = false)
+      : inner_(std::move(inner)), always_(always) {}
   Context& GetContext() const noexcept override { return inner_->GetContext(); }
   std::string Describe() const override { return inner_->Describe(); }
   void AsyncEnsure(std::string name, SessionSpec spec, BackendHandler<EnsureResult> handler) override {
@@ -297,7 +221,7 @@ class SlowWake : public SessionBackend {
   }
   void AsyncWaitReady(std::string name, std::chrono::steady_clock::time_point deadline, ReadyProgress progress,
                       CancellationToken cancel, BackendHandler<ReadyTarget> handler) override {
-    auto resumed = std::make_shared<std::atomic<bool>>(false);
+    auto resumed = std::make_shared<std::atomic<bool>>(always_);
     ReadyProgress seen = [progress, resumed](const SessionInfo& info, std::string_view stage) {
       if (stage == "resuming") resumed->store(true);
       if (progress) progress(info, stage);
@@ -332,9 +256,122 @@ class SlowWake : public SessionBackend {
 
  private:
   std::unique_ptr<SessionBackend> inner_;
+  const bool always_;
 };
 
 }  // namespace
+
+namespace {
+
+// Runs a long turn of another client in the thread's Session (the Router's turn then waits behind it
+// inside the runtime), through a Driver of its own, until Finish() interrupts it.
+struct OtherClient {
+  OtherClient(Rig& rig, const std::string& session) {
+    auto ready = rig.backend->WaitReady(session, std::chrono::steady_clock::now() + 30s);
+    REQUIRE(ready);
+    driver = std::make_unique<Driver>(rig.context, ready->connector);
+    TurnOptions o;
+    o.timeout = 180s;
+    o.on_event = [this](const Event& e) {
+      if (e.Is(event_type::kTurnStarted)) running = true;
+    };
+    driver->AsyncSubmitTurn("another client's turn", o, [this](Result<TurnResult> r) { done.set_value(std::move(r)); });
+    REQUIRE(backend_test::Eventually([this] { return running.load(); }));
+  }
+  ~OtherClient() { Finish(); }
+  void Finish() {
+    if (finished) return;
+    finished = true;
+    (void)driver->Interrupt();
+    done.get_future().wait_for(30s);
+  }
+  bool finished = false;
+  std::atomic<bool> running{false};
+  std::unique_ptr<Driver> driver;
+  std::promise<Result<TurnResult>> done;
+};
+
+// Waits until the newest placeholder (the message just sent) says its turn waits inside the runtime.
+bool QueuedInRuntime(RecordingAdapter& adapter) {
+  return adapter.WaitFor([](const std::vector<SentOp>& ops) {
+    std::string newest;
+    for (const auto& op : ops) {
+      if (op.kind == "post" && op.ok) newest = op.message_id;
+    }
+    for (const auto& op : ops) {
+      if (op.kind == "edit" && op.ok && op.message_id == newest &&
+          op.text.find("Queued in the Session behind") != std::string::npos) {
+        return true;
+      }
+    }
+    return false;
+  });
+}
+
+const char* kBehindScript = R"({"turns": [[{"type": "message", "text": "first: {prompt}"}],
+    [{"type": "sleep", "ms": 120000}, {"type": "message", "text": "slow"}],
+    [{"type": "message", "text": "final: {prompt}"}]]})";
+
+}  // namespace
+
+TEST_CASE("router: a message queued inside the runtime is edited there with its revision", "[routing][router]") {
+  TempRoot root;
+  Rig rig(root, ThreadedCaps(), "script:" + root.File("behind.json", kBehindScript));
+  REQUIRE(*rig.Send(Msg("1", "hello")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(1));
+  OtherClient other(rig, SessionName("chat", "slack", "test-owner", "C1", "T1"));
+  REQUIRE(*rig.Send(Msg("2", "original text")) == Disposition::accepted);
+  REQUIRE(QueuedInRuntime(rig.adapter));
+  REQUIRE(*rig.Send(Edited("2", "edited text", "ev-e2")) == Disposition::accepted);
+  const bool edited = rig.adapter.WaitForText("Edited before its turn started");
+  INFO(rig.adapter.Dump());
+  REQUIRE(edited);
+  other.Finish();  // our turn runs now
+  REQUIRE(rig.WaitDelivered(2));
+  const std::string reply = rig.adapter.FindMessage("final: ");
+  REQUIRE_FALSE(reply.empty());
+  CHECK(rig.adapter.Text(reply).find("edited text") != std::string::npos);
+  CHECK(rig.adapter.Text(reply).find("original text") == std::string::npos);
+}
+
+TEST_CASE("router: a message edited while it is still being sent is changed once the runtime has it",
+          "[routing][router]") {
+  TempRoot root;
+  Rig rig(root, ThreadedCaps(), "script:" + root.File("behind.json", kBehindScript), {}, {},
+          [](std::unique_ptr<SessionBackend> inner) { return std::make_unique<SlowWake>(std::move(inner), true); });
+  REQUIRE(*rig.Send(Msg("1", "hello")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(1));
+  OtherClient other(rig, SessionName("chat", "slack", "test-owner", "C1", "T1"));
+  REQUIRE(*rig.Send(Msg("2", "original text")) == Disposition::accepted);
+  // Within the half second its WaitReady takes: the message has not reached the runtime yet.
+  REQUIRE(*rig.Send(Edited("2", "edited text", "ev-e2")) == Disposition::accepted);
+  const bool edited = rig.adapter.WaitForText("Edited before its turn started");
+  INFO(rig.adapter.Dump());
+  REQUIRE(edited);
+  other.Finish();
+  REQUIRE(rig.WaitDelivered(2));
+  const std::string reply = rig.adapter.FindMessage("final: ");
+  REQUIRE_FALSE(reply.empty());
+  CHECK(rig.adapter.Text(reply).find("edited text") != std::string::npos);
+  CHECK(rig.adapter.Text(reply).find("original text") == std::string::npos);
+}
+
+TEST_CASE("router: a message queued inside the runtime and deleted in the chat is withdrawn there",
+          "[routing][router]") {
+  TempRoot root;
+  Rig rig(root, ThreadedCaps(), "script:" + root.File("behind.json", kBehindScript));
+  REQUIRE(*rig.Send(Msg("1", "hello")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(1));
+  OtherClient other(rig, SessionName("chat", "slack", "test-owner", "C1", "T1"));
+  REQUIRE(*rig.Send(Msg("2", "never mind this")) == Disposition::accepted);
+  REQUIRE(QueuedInRuntime(rig.adapter));
+  REQUIRE(*rig.Send(Deleted("2", "ev-d2")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(2));
+  const bool withdrawn = rig.adapter.WaitForText("The message was withdrawn before it ran.");
+  INFO(rig.adapter.Dump());
+  CHECK(withdrawn);
+  CHECK(rig.adapter.FindMessage("final: ").empty());
+}
 
 TEST_CASE("router: a message for an idle-suspended Session wakes it and says so", "[routing][router]") {
   TempRoot root;
