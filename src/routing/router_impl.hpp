@@ -230,7 +230,7 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   void StartTurn(routing::SessionRun& s, routing::Waiting w);
   void ReadyThenRun(const std::shared_ptr<routing::TurnRun>& turn, std::function<void(Driver&)> run);
   void Submit(const std::shared_ptr<routing::TurnRun>& turn, Driver& driver);
-  std::string PromptOf(const routing::TurnRun& turn, const std::vector<ThreadHistoryMessage>& context) const;
+  std::string PromptOf(const InboundMessage& message, const std::vector<ThreadHistoryMessage>& context) const;
   void Tick(const std::shared_ptr<routing::TurnRun>& turn);
   void Typing(const routing::TurnRun& turn);  // the chat's "typing..." while the turn runs
   void PublishGauges();  // coalesced: one count of every Session per burst of changes

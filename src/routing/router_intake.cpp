@@ -299,9 +299,7 @@ void Router::Impl::ChangeRunning(const std::shared_ptr<routing::TurnRun>& turn, 
   InboundMessage edited = turn->message;
   edited.text = m.text;
   edited.attachments_text = m.attachments_text;
-  routing::TurnRun shape;  // the prompt as PromptOf builds it, from the edited message
-  shape.message = edited;
-  std::string prompt = PromptOf(shape, turn->context);
+  std::string prompt = PromptOf(edited, turn->context);
   driver->AsyncEditQueued(
       turn->ref.turn_id, prompt, turn->ref.revision,
       OnStrand<Result<std::int64_t>>([turn, edited, prompt, refused](Impl& r, Result<std::int64_t> revision) {

@@ -55,7 +55,7 @@ void Router::Impl::Resume() {
     turn->accepted = !rec.cursor.turn_id.empty();
     turn->ref = TurnRef{rec.request_id, rec.cursor.turn_id, rec.cursor.last_event_id, rec.cursor.journal_id,
                         rec.cursor.revision};
-    turn->prompt = PromptOf(*turn, {});
+    turn->prompt = PromptOf(turn->message, {});
     if (rec.placeholder_id.empty()) {
       // Its placeholder never landed (or was not recorded before the crash): a new one, recorded.
       turn->live = PostLive(turn->where, "\u23F3 Picking this up again after a restart\u2026", turn->session,

@@ -130,13 +130,13 @@ void Router::Impl::UpdateReceipts(SessionRun& s) {
   }
 }
 
-std::string Router::Impl::PromptOf(const TurnRun& turn, const std::vector<ThreadHistoryMessage>& context) const {
+std::string Router::Impl::PromptOf(const InboundMessage& m, const std::vector<ThreadHistoryMessage>& context) const {
   PromptEnvelope env;
-  env.platform = turn.message.platform;
-  env.author_name = turn.message.author_name;
-  env.author_id = turn.message.author_id;
-  env.text = turn.message.text;
-  env.attachments_text = turn.message.attachments_text;
+  env.platform = m.platform;
+  env.author_name = m.author_name;
+  env.author_id = m.author_id;
+  env.text = m.text;
+  env.attachments_text = m.attachments_text;
   env.thread_context = context;
   return FormatPrompt(env);
 }
@@ -173,7 +173,7 @@ void Router::Impl::StartTurn(SessionRun& s, Waiting w) {
 
   auto submit = [turn](Impl& r, std::vector<ThreadHistoryMessage> context) {
     turn->with_context = !context.empty();
-    turn->prompt = r.PromptOf(*turn, context);
+    turn->prompt = r.PromptOf(turn->message, context);
     turn->context = std::move(context);
     r.ReadyThenRun(turn, [turn, &r](Driver& d) { r.Submit(turn, d); });
   };

@@ -308,6 +308,21 @@ bool QueuedInRuntime(RecordingAdapter& adapter) {
   });
 }
 
+// Edits message 2 in the chat: the runtime has it changed before its turn starts, and the reply
+// (once the other client's turn is interrupted) answers the new text.
+void EditAndCheck(Rig& rig, OtherClient& other) {
+  REQUIRE(*rig.Send(Edited("2", "edited text", "ev-e2")) == Disposition::accepted);
+  const bool edited = rig.adapter.WaitForText("Edited before its turn started");
+  INFO(rig.adapter.Dump());
+  REQUIRE(edited);
+  other.Finish();  // our turn runs now
+  REQUIRE(rig.WaitDelivered(2));
+  const std::string reply = rig.adapter.FindMessage("final: ");
+  REQUIRE_FALSE(reply.empty());
+  CHECK(rig.adapter.Text(reply).find("edited text") != std::string::npos);
+  CHECK(rig.adapter.Text(reply).find("original text") == std::string::npos);
+}
+
 const char* kBehindScript = R"({"turns": [[{"type": "message", "text": "first: {prompt}"}],
     [{"type": "sleep", "ms": 120000}, {"type": "message", "text": "slow"}],
     [{"type": "message", "text": "final: {prompt}"}]]})";
@@ -322,16 +337,7 @@ TEST_CASE("router: a message queued inside the runtime is edited there with its 
   OtherClient other(rig, SessionName("chat", "slack", "test-owner", "C1", "T1"));
   REQUIRE(*rig.Send(Msg("2", "original text")) == Disposition::accepted);
   REQUIRE(QueuedInRuntime(rig.adapter));
-  REQUIRE(*rig.Send(Edited("2", "edited text", "ev-e2")) == Disposition::accepted);
-  const bool edited = rig.adapter.WaitForText("Edited before its turn started");
-  INFO(rig.adapter.Dump());
-  REQUIRE(edited);
-  other.Finish();  // our turn runs now
-  REQUIRE(rig.WaitDelivered(2));
-  const std::string reply = rig.adapter.FindMessage("final: ");
-  REQUIRE_FALSE(reply.empty());
-  CHECK(rig.adapter.Text(reply).find("edited text") != std::string::npos);
-  CHECK(rig.adapter.Text(reply).find("original text") == std::string::npos);
+  EditAndCheck(rig, other);
 }
 
 TEST_CASE("router: a message edited while it is still being sent is changed once the runtime has it",
@@ -344,16 +350,7 @@ TEST_CASE("router: a message edited while it is still being sent is changed once
   OtherClient other(rig, SessionName("chat", "slack", "test-owner", "C1", "T1"));
   REQUIRE(*rig.Send(Msg("2", "original text")) == Disposition::accepted);
   // Within the half second its WaitReady takes: the message has not reached the runtime yet.
-  REQUIRE(*rig.Send(Edited("2", "edited text", "ev-e2")) == Disposition::accepted);
-  const bool edited = rig.adapter.WaitForText("Edited before its turn started");
-  INFO(rig.adapter.Dump());
-  REQUIRE(edited);
-  other.Finish();
-  REQUIRE(rig.WaitDelivered(2));
-  const std::string reply = rig.adapter.FindMessage("final: ");
-  REQUIRE_FALSE(reply.empty());
-  CHECK(rig.adapter.Text(reply).find("edited text") != std::string::npos);
-  CHECK(rig.adapter.Text(reply).find("original text") == std::string::npos);
+  EditAndCheck(rig, other);
 }
 
 TEST_CASE("router: a message queued inside the runtime and deleted in the chat is withdrawn there",
