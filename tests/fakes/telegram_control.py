@@ -216,6 +216,8 @@ def _matches(state, body):
 def wait(state, body):
     deadline = time.monotonic() + float(body.get("timeout", 10))
     count = int(body.get("count", 1))
+    if count < 1:
+        raise ControlError("count must be 1 or more")
     while True:
         found = _matches(state, body)
         if len(found) >= count:

@@ -27,7 +27,8 @@ def get_updates(state, params, deadline_clock=time.monotonic):
     if state.webhook is not None:
         raise ApiError(409, CONFLICT_WEBHOOK)
     offset = p_int(params, "offset") or 0
-    limit = min(max(p_int(params, "limit") or 100, 1), 100)
+    limit = p_int(params, "limit")
+    limit = 100 if limit is None else min(max(limit, 1), 100)
     timeout = min(max(p_int(params, "timeout") or 0, 0), LONG_POLL_MAX)
     allowed = p_json(params, "allowed_updates", "can't parse allowed_updates JSON array")
     if allowed is not None:
