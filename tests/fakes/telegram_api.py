@@ -84,8 +84,10 @@ Control API under /_test/ (no token; JSON in and out; a test's mistake is 400 {"
                        {method: "getUpdates", kind: "drop", count?}: the next count (default 1) calls of the method
                        fail so (502 is nginx's HTML page, as the real front end sends it; drop closes the
                        connection without an answer mid-poll)
-  POST /_test/wait     {method?, chat_id?, text_contains?, count?, timeout? (10 s)} -> {match, matches}: waits for
-                       count bot messages (no method) or finished calls of method that match, else 408
+  POST /_test/wait     {method?, chat_id?, text_contains?, count?, started?, status?, timeout? (10 s)} ->
+                       {match, matches}: waits for count bot messages (no method) or finished calls of method
+                       (started: also calls still running, such as a long poll; status: only calls answered so)
+                       that match, else 408
   POST /_test/reset    forgets everything but the token and the bot
 """
 

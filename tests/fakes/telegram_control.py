@@ -200,7 +200,9 @@ def _matches(state, body):
     chat_id, needle = body.get("chat_id"), body.get("text_contains")
     if body.get("method"):
         method = body["method"].lower()
-        return [c for c in state.calls if c["method"].lower() == method and c["status"] is not None
+        started = bool(body.get("started"))
+        return [c for c in state.calls if c["method"].lower() == method and (started or c["status"] is not None)
+                and body.get("status") in (None, c["status"])
                 and (chat_id is None or str(c["params"].get("chat_id")) == str(chat_id))
                 and (needle is None or needle in str(c["params"].get("text", "")))]
     found = []
