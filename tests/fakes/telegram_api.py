@@ -214,7 +214,10 @@ class Handler(BaseHTTPRequestHandler):
                 call["status"] = 0
                 state.cv.notify_all()
             self.close_connection = True
-            self.connection.shutdown(socket.SHUT_RDWR)
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # the client went first
             return
         headers = {}
         content_type = "application/json"

@@ -107,7 +107,7 @@ def send(state, body):
     sender = _user(body)
     chat = _chat(state, body.get("chat_id"), sender)
     thread, reply_to = _reply_and_thread(state, chat, body)
-    msg = state.new_message(chat, sender, False, thread, reply_to)
+    msg = state.new_message(chat, sender, thread, reply_to)
     if body.get("photo") is not None:
         msg["photo"] = [{"file_id": "photo-%d-%d" % (chat.info["id"], msg["message_id"]),
                          "file_unique_id": "p%d%d" % (abs(chat.info["id"]), msg["message_id"]),

@@ -23,7 +23,7 @@ def _allowed(kinds, kind):
     return kind in kinds if kinds else kind not in DEFAULT_UPDATES_EXCLUDED
 
 
-def get_updates(state, params, deadline_clock=time.monotonic):
+def get_updates(state, params):
     if state.webhook is not None:
         raise ApiError(409, CONFLICT_WEBHOOK)
     offset = p_int(params, "offset") or 0
@@ -48,7 +48,7 @@ def get_updates(state, params, deadline_clock=time.monotonic):
     state.poll_generation += 1
     mine = state.poll_generation
     state.cv.notify_all()
-    deadline = deadline_clock() + timeout
+    deadline = time.monotonic() + timeout
     while True:
         batch = []
         for u in state.updates:
@@ -62,7 +62,7 @@ def get_updates(state, params, deadline_clock=time.monotonic):
                 break
         if batch:
             return batch
-        left = deadline - deadline_clock()
+        left = deadline - time.monotonic()
         if left <= 0:
             return []
         state.cv.wait(left)
@@ -138,7 +138,7 @@ def send_message(state, params):
     target = state.reply_target(chat, params, thread)
     if target is not None and thread is None and chat.is_forum:
         thread = state.thread_of(chat, target)  # a reply goes to the topic of the message it answers
-    msg = state.new_message(chat, state.bot, True, thread, target)
+    msg = state.new_message(chat, state.bot, thread, target)
     msg["text"] = text
     if entities:
         msg["entities"] = entities

@@ -182,7 +182,7 @@ class State:
             raise bad("chat not found")
         return self.chats[cid]
 
-    def new_message(self, chat, sender, by_bot, thread, reply_to):
+    def new_message(self, chat, sender, thread, reply_to):
         """A Message in chat with its id, thread fields and reply_to_message as real Telegram sets them."""
         mid = chat.next_id
         chat.next_id += 1
