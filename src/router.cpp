@@ -209,6 +209,24 @@ Status Router::ShutdownAndWait() {
   return {};
 }
 
+void Router::LoadCursor(std::string name, std::function<void(Result<std::optional<std::string>>)> done) {
+  asio::post(impl_->strand, [self = impl_, name = std::move(name), done = std::move(done)] {
+    Result<std::optional<std::string>> value =
+        self->torn_down ? Result<std::optional<std::string>>(Fail(Errc::unavailable, "the router is closed"))
+                        : self->store->Cursor(name);
+    asio::post(self->context.io(), [done, value = std::move(value)]() mutable { done(std::move(value)); });
+  });
+}
+
+void Router::SaveCursor(std::string name, std::string value, std::function<void(Status)> done) {
+  if (!done) done = [](Status) {};
+  asio::post(impl_->strand, [self = impl_, name = std::move(name), value = std::move(value), done = std::move(done)] {
+    Status st = self->torn_down ? Status(Fail(Errc::unavailable, "the router is closed"))
+                                : self->store->SetCursor(name, value, routing::StoreClock::now());
+    asio::post(self->context.io(), [done, st = std::move(st)]() mutable { done(std::move(st)); });
+  });
+}
+
 RouterStats Router::Stats() const {
   std::lock_guard lock(impl_->stats_mu);
   return impl_->stats;

@@ -46,6 +46,9 @@ struct RouterOptions {
   std::chrono::milliseconds wait_ready_timeout{std::chrono::minutes(10)};
   std::chrono::milliseconds answer_timeout{std::chrono::minutes(10)};
   AnswerPolicy answerers = AnswerPolicy::turn_author;
+  // Decline every question the agent asks instead of asking it in the chat (the thread gets a note
+  // saying so, and the agent goes on without the answer).
+  bool decline_questions = false;
   // The first turn of a platform thread carries up to this many earlier messages (when the adapter
   // can fetch them). 0: none.
   std::size_t thread_context_messages = 20;
@@ -118,6 +121,13 @@ class Router {
   Status ShutdownAndWait();
 
   RouterStats Stats() const;
+
+  // A named cursor kept in the router's store beside its state: an adapter's delivery position
+  // (Telegram's getUpdates offset), saved after the messages before it were accepted, so a restart
+  // neither loses nor repeats a delivery. `done` runs once, on a worker: the value, or nullopt when it
+  // was never saved. Errc::unavailable once the router is being destroyed; the store's Errc::io_error.
+  void LoadCursor(std::string name, std::function<void(Result<std::optional<std::string>>)> done);
+  void SaveCursor(std::string name, std::string value, std::function<void(Status)> done = {});
 
   struct Impl;
 

@@ -44,6 +44,13 @@ void Router::Impl::OnQuestion(const std::shared_ptr<TurnRun>& turn, const Event&
     return;
   }
   if (resolved_inputs.count(turn->request_id + '\x1f' + event.input_id) != 0) return;  // answered already
+  if (options.decline_questions) {
+    if (responder.Decline()) {
+      Note(turn->where, "The agent asked a question; this bot declines questions, so it goes on without an answer.",
+           turn->session);
+    }
+    return;
+  }
   // After a restart the re-attached turn asks again: the question is in the thread already.
   for (auto& [id, q] : questions) {
     if (q->stored.request_id == turn->request_id && q->stored.input_id == event.input_id) {

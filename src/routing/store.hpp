@@ -206,6 +206,11 @@ class RouterStore {
   void AbortBatch();
   bool InBatch() const noexcept { return batch_ != nullptr; }
 
+  // Named cursors an adapter keeps beside the router's state (Telegram's getUpdates offset), so a
+  // restart neither loses nor repeats a delivery. nullopt: never set.
+  Result<std::optional<std::string>> Cursor(std::string_view name);
+  Status SetCursor(std::string_view name, std::string_view value, StoreTime updated);
+
   // The inbox.
   Result<std::int64_t> AddInbox(const ThreadRef& thread, std::string_view session, const InboundMessage& message,
                                 StoreTime accepted);

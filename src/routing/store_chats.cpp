@@ -147,6 +147,24 @@ Result<std::optional<std::string>> RouterStore::Current(const ChatRef& chat) {
   return std::optional<std::string>(q->Text(0));
 }
 
+Result<std::optional<std::string>> RouterStore::Cursor(std::string_view name) {
+  auto q = db_->Query("Cursor", "SELECT value FROM cursors WHERE name = ?1");
+  if (!q) return Fail(q.error());
+  auto row = q->Bind(name).Step();
+  if (!row) return Fail(row.error());
+  if (!*row) return std::optional<std::string>();
+  return std::optional<std::string>(q->Text(0));
+}
+
+Status RouterStore::SetCursor(std::string_view name, std::string_view value, StoreTime updated) {
+  if (name.empty()) return Fail(Errc::invalid_argument, "SetCursor: the cursor name is empty");
+  auto q = db_->Query("SetCursor", R"sql(
+    INSERT INTO cursors (name, value, updated_ms) VALUES (?1, ?2, ?3)
+    ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_ms = excluded.updated_ms)sql");
+  if (!q) return Fail(q.error());
+  return q->Bind(name, value, updated).Run();
+}
+
 Status RouterStore::IndexBotMessage(const BotMessage& m) {
   auto tx = Transaction::Begin(*db_, "IndexBotMessage");
   if (!tx) return Fail(tx.error());

@@ -137,6 +137,8 @@ constexpr SchemaStep kSchemaSteps[] = {
     {1, "v1: the first schema", kSchemaV1},
     {2, "v2: a waiting message remembers its receipt",
      "ALTER TABLE inbox ADD COLUMN receipt_id TEXT NOT NULL DEFAULT '';"},
+    {3, "v3: adapters keep their delivery cursors (Telegram's update offset)",
+     "CREATE TABLE cursors (name TEXT PRIMARY KEY, value TEXT NOT NULL, updated_ms INTEGER NOT NULL);"},
 };
 
 }  // namespace

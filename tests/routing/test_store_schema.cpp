@@ -33,12 +33,12 @@ TEST_CASE("store schema: a new store is at this build's version with every table
   TempDir dir;
   const std::string path = dir.File("router.db");
   OpenStore(path).reset();
-  REQUIRE(SchemaVersion() == 2);
-  REQUIRE(SchemaSteps().size() == 2);
+  REQUIRE(SchemaVersion() == 3);
+  REQUIRE(SchemaSteps().size() == 3);
   RawDb raw(path);
   CHECK(raw.Int("PRAGMA user_version") == SchemaVersion());
   for (const char* table : {"bindings", "chat_sessions", "current_sessions", "bot_messages", "dedupe", "row_counts",
-                            "inbox", "turns", "outbox", "questions"}) {
+                            "inbox", "turns", "outbox", "questions", "cursors"}) {
     INFO(table);
     CHECK(raw.Int(std::string("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = '") + table + "'") ==
           1);
@@ -87,7 +87,7 @@ TEST_CASE("store schema: a v1 store keeps its waiting messages at v2, with no re
   }
   auto store = OpenStore(path);
   RawDb raw(path);
-  CHECK(raw.Int("PRAGMA user_version") == 2);
+  CHECK(raw.Int("PRAGMA user_version") == SchemaVersion());
   auto inbox = store->ListInbox();
   REQUIRE(inbox.has_value());
   REQUIRE(inbox->size() == 1);
@@ -95,6 +95,26 @@ TEST_CASE("store schema: a v1 store keeps its waiting messages at v2, with no re
   CHECK(inbox->at(0).message.text == "hi");
   REQUIRE(store->SetInboxReceipt(inbox->at(0).id, "r-1"));
   CHECK(store->ListInbox()->at(0).receipt_id == "r-1");
+}
+
+TEST_CASE("store schema: a v2 store gains the cursors table at v3, empty", "[routing][store]") {
+  TempDir dir;
+  const std::string path = dir.File("router.db");
+  {
+    auto db = OpenDb(path);
+    REQUIRE(Migrate(*db, SchemaSteps().first(2)));
+  }
+  auto store = OpenStore(path);
+  CHECK(RawDb(path).Int("PRAGMA user_version") == 3);
+  auto none = store->Cursor("telegram.offset");
+  REQUIRE(none.has_value());
+  CHECK_FALSE(none->has_value());
+  REQUIRE(store->SetCursor("telegram.offset", "41", StoreTime{}));
+  REQUIRE(store->SetCursor("telegram.offset", "42", StoreTime{}));
+  CHECK(store->Cursor("telegram.offset")->value_or("") == "42");
+  auto unnamed = store->SetCursor("", "1", StoreTime{});
+  REQUIRE_FALSE(unnamed);
+  CHECK(unnamed.error().code == Errc::invalid_argument);
 }
 
 TEST_CASE("store schema: a failing step changes nothing, its version included", "[routing][store]") {

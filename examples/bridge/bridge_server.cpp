@@ -1,0 +1,88 @@
+// The bridges' health, readiness and metrics endpoints (bridge_server.hpp).
+#include "bridge_server.hpp"
+
+#include "bridge.hpp"
+
+namespace sessionturn_bridge {
+namespace st = sessionturn;
+
+void MetricsSink::Counter(const std::string& name, const std::string& help, double total) {
+  auto c = metrics_.GetCounter(name, help);
+  if (!c) return;
+  double& last = last_[name];
+  if (total > last) (*c)->Increment(total - last);
+  last = total;
+}
+
+void MetricsSink::Gauge(const std::string& name, const std::string& help, double value) {
+  if (auto g = metrics_.GetGauge(name, help)) (*g)->Set(value);
+}
+
+BridgeServer::BridgeServer(st::Context& context, std::string listen, st::SessionBackend&)
+    : context_(context), listen_(std::move(listen)) {
+  if (listen_.empty()) return;
+  st::HttpServerOptions options;
+  options.listen = listen_;
+  server_ = std::make_unique<st::HttpServer>(context_, options);
+  Handle("GET", "/healthz", [](const st::ServerRequest&, st::HttpRespond respond) {
+    respond({200, {{"Content-Type", "text/plain"}}, "ok\n"});
+  });
+  Handle("GET", "/readyz", [this](const st::ServerRequest&, st::HttpRespond respond) {
+    const bool ready = ready_ && ready_();
+    respond({ready ? 200 : 503, {{"Content-Type", "text/plain"}}, ready ? "ready\n" : "the platform is not connected\n"});
+  });
+  Handle("GET", "/metrics", [this](const st::ServerRequest&, st::HttpRespond respond) {
+    std::string body;
+    {
+      std::lock_guard lock(mu_);
+      Collect();
+      body = metrics_.Serialize();
+    }
+    respond({200, {{"Content-Type", std::string(st::Metrics::kContentType)}}, std::move(body)});
+  });
+}
+
+BridgeServer::~BridgeServer() = default;
+
+void BridgeServer::SetReady(std::function<bool()> ready) { ready_ = std::move(ready); }
+void BridgeServer::SetMetrics(std::function<void(MetricsSink&)> collect) { collect_ = std::move(collect); }
+void BridgeServer::SetRouter(st::Router* router) { router_ = router; }
+
+void BridgeServer::Handle(std::string method, std::string path, st::RouteHandler handler) {
+  if (!server_) return;
+  if (auto s = server_->Handle(std::move(method), std::move(path), std::move(handler)); !s) {
+    throw ExitWith{kExitRuntime, s.error().message};
+  }
+}
+
+void BridgeServer::Collect() {
+  MetricsSink sink(metrics_, last_);
+  if (router_ != nullptr) {
+    const st::RouterStats s = router_->Stats();
+    sink.Gauge("sessionturn_turns_in_flight", "turns running in their Sessions", double(s.turns_in_flight));
+    sink.Gauge("sessionturn_turns_queued", "messages waiting for their Session", double(s.turns_waiting));
+    sink.Gauge("sessionturn_sessions", "Sessions with state in this process", double(s.sessions));
+    sink.Gauge("sessionturn_open_questions", "the agent's questions waiting for an answer", double(s.open_questions));
+    sink.Gauge("sessionturn_outbox", "reply parts not delivered yet", double(s.outbox));
+    sink.Counter("sessionturn_turns_completed_total", "turns that ended", double(s.turns_completed));
+    sink.Counter("sessionturn_replies_delivered_total", "replies whose every part reached the chat",
+                 double(s.replies_delivered));
+    sink.Counter("sessionturn_messages_accepted_total", "chat messages accepted", double(s.messages_accepted));
+    sink.Counter("sessionturn_progress_edits_dropped_total", "progress edits skipped by rate limits",
+                 double(s.edits_dropped));
+  }
+  if (collect_) collect_(sink);
+}
+
+std::string BridgeServer::Start() {
+  if (!server_) return "";
+  auto port = server_->Start();
+  if (!port) throw ExitWith{kExitConfig, "--listen " + listen_ + ": " + port.error().message};
+  return server_->LocalAddress();
+}
+
+void BridgeServer::Stop() {
+  if (server_) (void)server_->StopAndWait();
+}
+
+}  // namespace sessionturn_bridge

@@ -1,0 +1,60 @@
+// The bridges' HTTP side: /healthz (the process is up), /readyz (the platform is connected), /metrics
+// (Prometheus text: the router's and the adapter's figures, read at each scrape), and the webhook
+// routes a bridge adds. Nothing is served when --listen is not given.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <sessionturn/backend.hpp>
+#include <sessionturn/context.hpp>
+#include <sessionturn/http_server.hpp>
+#include <sessionturn/metrics.hpp>
+#include <sessionturn/router.hpp>
+
+namespace sessionturn_bridge {
+
+// Figures a bridge reports at each scrape: counters given as totals so far.
+class MetricsSink {
+ public:
+  explicit MetricsSink(sessionturn::Metrics& metrics, std::map<std::string, double>& last)
+      : metrics_(metrics), last_(last) {}
+  void Counter(const std::string& name, const std::string& help, double total);
+  void Gauge(const std::string& name, const std::string& help, double value);
+
+ private:
+  sessionturn::Metrics& metrics_;
+  std::map<std::string, double>& last_;  // the totals of the previous scrape
+};
+
+class BridgeServer {
+ public:
+  BridgeServer(sessionturn::Context& context, std::string listen, sessionturn::SessionBackend& backend);
+  ~BridgeServer();
+  void SetReady(std::function<bool()> ready);
+  void SetMetrics(std::function<void(MetricsSink&)> collect);
+  void SetRouter(sessionturn::Router* router);
+  void Handle(std::string method, std::string path, sessionturn::RouteHandler handler);
+  // Listens (when --listen was given): the address, "" when not listening. Throws ExitWith.
+  std::string Start();
+  void Stop();
+
+ private:
+  void Collect();
+
+  sessionturn::Context& context_;
+  std::string listen_;
+  std::unique_ptr<sessionturn::HttpServer> server_;
+  std::function<bool()> ready_;
+  std::function<void(MetricsSink&)> collect_;
+  sessionturn::Router* router_ = nullptr;
+  std::mutex mu_;
+  sessionturn::Metrics metrics_;
+  std::map<std::string, double> last_;
+};
+
+}  // namespace sessionturn_bridge

@@ -1,0 +1,332 @@
+// The Telegram adapter: creation, the Bot API call layer, pacing and the outbound side
+// (chat/telegram.hpp). Inbound is in telegram_inbound.cpp.
+#include <future>
+
+#include "blocking.hpp"
+#include "chat/telegram_impl.hpp"
+#include "chat/telegram_wire.hpp"
+
+namespace sessionturn {
+
+using nlohmann::json;
+namespace tg = telegram;
+
+namespace {
+
+// Methods that change nothing when repeated: a 5xx or a lost connection is retried for these only
+// (a sendMessage the server may have seen is not sent twice).
+bool Repeatable(std::string_view method) {
+  return method != "sendMessage";
+}
+
+bool TokenUsable(std::string_view token) {
+  if (token.empty()) return false;
+  for (char c : token) {
+    const bool ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == ':' ||
+                    c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<TelegramCommand> DefaultTelegramCommands() {
+  return {{"sessions", "List this chat's Sessions and switch between them"},
+          {"new", "Start a new Session: /new [name]"},
+          {"use", "Switch to a Session: /use name"},
+          {"status", "Show the current Session and its turn"},
+          {"stop", "Stop the running turn"},
+          {"suspend", "Suspend the current Session"},
+          {"resume", "Resume the current Session"},
+          {"delete", "Delete a Session (admins): /delete name"},
+          {"help", "What the bot understands"}};
+}
+
+TelegramAdapter::Impl::Impl(Context& c, TelegramOptions o)
+    : context(c), options(std::move(o)), strand(asio::make_strand(c.io())), http(std::make_shared<HttpClient>(c)) {}
+
+void TelegramAdapter::Impl::Log(LogLevel level, const std::string& text) const {
+  if (context.ShouldLog(level)) context.Log(level, "telegram: " + Redacted(text));
+}
+
+std::string TelegramAdapter::Impl::Redacted(std::string text) const {
+  return tg::Redact(std::move(text), options.token);
+}
+
+void TelegramAdapter::Impl::Bump(std::uint64_t TelegramStats::*counter) {
+  std::lock_guard lock(mu);
+  ++(stats.*counter);
+}
+
+void TelegramAdapter::Impl::Call(std::string method, json params, JsonHandler done, std::chrono::milliseconds timeout,
+                                 int attempt) {
+  std::shared_ptr<HttpClient> client;
+  {
+    std::lock_guard lock(mu);
+    if (!closed) client = http;
+    ++stats.calls;
+  }
+  if (!client) {
+    asio::post(context.io(), [done = std::move(done), method] {
+      done(Fail(Errc::cancelled, "Telegram " + method + ": the adapter is closed"));
+    });
+    return;
+  }
+  HttpRequest request;
+  request.method = "POST";
+  request.url = options.api_url + "/bot" + options.token + "/" + method;
+  request.headers = {{"Content-Type", "application/json"}};
+  request.body = params.dump(-1, ' ', false, json::error_handler_t::replace);
+  request.timeout = timeout.count() > 0 ? timeout : options.request_timeout;
+  request.tls = options.tls;
+  request.proxy = options.proxy;
+  client->AsyncRequest(std::move(request), [self = shared_from_this(), method = std::move(method),
+                                            params = std::move(params), done = std::move(done), timeout,
+                                            attempt](Result<HttpResponse> response) mutable {
+    Result<json> result = response ? tg::ReadResponse(method, response->status, response->body,
+                                                      response->Header("Retry-After"))
+                                   : Result<json>(Fail(response.error()));
+    if (!result) {
+      Error& e = result.error();
+      e.message = self->Redacted(std::move(e.message));
+      const bool unsent = e.code == Errc::connection_failed;
+      const bool transient = e.code == Errc::connection_lost || e.code == Errc::timeout ||
+                             (e.http_status >= 500 && e.http_status < 600);
+      if (attempt < self->options.max_attempts && (unsent || (transient && Repeatable(method)))) {
+        auto timer = std::make_shared<asio::steady_timer>(self->context.io(), std::chrono::milliseconds(250 * attempt));
+        timer->async_wait([self, timer, method = std::move(method), params = std::move(params),
+                           done = std::move(done), timeout, attempt](const asio::error_code&) mutable {
+          self->Call(std::move(method), std::move(params), std::move(done), timeout, attempt + 1);
+        });
+        return;
+      }
+      {
+        std::lock_guard lock(self->mu);
+        ++self->stats.call_errors;
+        if (e.http_status == 429) ++self->stats.rate_limited;
+      }
+      if (e.http_status == 404 && e.code == Errc::not_found) {
+        bool first = false;
+        {
+          std::lock_guard lock(self->mu);
+          first = self->unsupported_logged.insert(method).second;
+        }
+        if (first) self->Log(LogLevel::warning, "the Bot API server does not support " + method + " (" + e.message + ")");
+      }
+    }
+    done(std::move(result));
+  });
+}
+
+void TelegramAdapter::Impl::Paced(const std::string& chat, std::function<void()> send) {
+  asio::post(strand, [self = shared_from_this(), chat, send = std::move(send)]() mutable {
+    const auto now = Clock::now();
+    if (self->pace.size() > 4096) {
+      std::erase_if(self->pace, [&](const auto& kv) {
+        return kv.second.slots.empty() || kv.second.slots.back() + std::chrono::minutes(1) < now;
+      });
+    }
+    Pace& p = self->pace[chat];
+    auto at = std::max(now, p.blocked_until);
+    if (!p.slots.empty()) at = std::max(at, p.slots.back() + self->options.chat_interval);
+    const bool group = !chat.empty() && chat[0] == '-';  // groups, supergroups and channels have negative ids
+    const auto per_minute = static_cast<std::size_t>(std::max(1, self->options.group_messages_per_minute));
+    if (group && p.slots.size() >= per_minute) {
+      at = std::max(at, p.slots[p.slots.size() - per_minute] + std::chrono::minutes(1));
+    }
+    p.slots.push_back(at);
+    while (p.slots.size() > per_minute) p.slots.pop_front();
+    if (at <= now) {
+      send();
+      return;
+    }
+    self->Bump(&TelegramStats::pacing_waits);
+    auto timer = std::make_shared<asio::steady_timer>(self->context.io(), at);
+    timer->async_wait(asio::bind_executor(self->strand, [timer, send = std::move(send)](const asio::error_code&) {
+      send();
+    }));
+  });
+}
+
+void TelegramAdapter::Impl::Penalize(const std::string& chat, std::chrono::milliseconds retry_after) {
+  asio::post(strand, [self = shared_from_this(), chat, retry_after] {
+    Pace& p = self->pace[chat];
+    p.blocked_until = std::max(p.blocked_until, Clock::now() + retry_after);
+  });
+}
+
+void TelegramAdapter::Impl::Close() {
+  std::shared_ptr<HttpClient> client;
+  {
+    std::lock_guard lock(mu);
+    closed = true;
+    client.swap(http);
+  }
+  asio::post(strand, [self = shared_from_this()] {
+    self->polling = false;
+    self->poll_call.Cancel();
+    if (self->poll_timer) self->poll_timer->cancel();
+  });
+  // Off a worker the client's destructor waits for its handlers, so none runs after this returns.
+  client.reset();
+}
+
+// ---- TelegramAdapter ------------------------------------------------------------------------------
+
+Result<std::unique_ptr<TelegramAdapter>> TelegramAdapter::Create(Context& context, TelegramOptions options) {
+  if (!TokenUsable(options.token)) {
+    return Fail(Errc::invalid_argument, options.token.empty()
+                                            ? "the Telegram bot token is empty"
+                                            : "the Telegram bot token has characters a bot token cannot have");
+  }
+  if (options.api_url.rfind("https://", 0) != 0 && options.api_url.rfind("http://", 0) != 0) {
+    return Fail(Errc::invalid_argument, "the Telegram API URL \"" + options.api_url + "\" is not http:// or https://");
+  }
+  while (!options.api_url.empty() && options.api_url.back() == '/') options.api_url.pop_back();
+  if (options.poll_timeout.count() < 0 || options.max_attempts < 1) {
+    return Fail(Errc::invalid_argument, "TelegramOptions: poll_timeout must be >= 0 and max_attempts >= 1");
+  }
+  return std::unique_ptr<TelegramAdapter>(new TelegramAdapter(std::make_shared<Impl>(context, std::move(options))));
+}
+
+TelegramAdapter::TelegramAdapter(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+TelegramAdapter::~TelegramAdapter() {
+  impl_->Close();
+}
+
+void TelegramAdapter::AsyncConnect(std::function<void(Result<TelegramBotInfo>)> done) {
+  impl_->Call("getMe", json::object(), [self = impl_, done = std::move(done)](Result<json> r) {
+    if (!r) return done(Fail(r.error()));
+    TelegramBotInfo info;
+    if (r->is_object()) {
+      info.id = r->value("id", std::int64_t{0});
+      info.username = r->value("username", std::string());
+      info.first_name = r->value("first_name", std::string());
+      info.can_read_all_group_messages = r->value("can_read_all_group_messages", false);
+    }
+    if (info.id == 0 || info.username.empty()) {
+      return done(Fail(Errc::protocol_error, "Telegram getMe: the answer has no bot id or username"));
+    }
+    {
+      std::lock_guard lock(self->mu);
+      self->bot = info;
+    }
+    done(std::move(info));
+  });
+}
+
+Result<TelegramBotInfo> TelegramAdapter::Connect() {
+  if (impl_->context.InWorkerThread()) {
+    return Fail(Errc::would_block, "TelegramAdapter::Connect blocks; call it from your own thread");
+  }
+  auto promise = std::make_shared<std::promise<Result<TelegramBotInfo>>>();
+  auto future = promise->get_future();
+  AsyncConnect([promise](Result<TelegramBotInfo> r) { promise->set_value(std::move(r)); });
+  return future.get();
+}
+
+void TelegramAdapter::AsyncSetCommands(std::vector<TelegramCommand> commands, std::function<void(Status)> done) {
+  json list = json::array();
+  for (const auto& c : commands) list.push_back({{"command", c.command}, {"description", c.description}});
+  impl_->Call("setMyCommands", {{"commands", std::move(list)}},
+              [done = std::move(done)](Result<json> r) { done(r ? Status() : Status(Fail(r.error()))); });
+}
+
+void TelegramAdapter::AsyncSetWebhook(std::string url, std::string secret, std::function<void(Status)> done) {
+  auto finish = [done = std::move(done)](Result<json> r) { done(r ? Status() : Status(Fail(r.error()))); };
+  if (url.empty()) return impl_->Call("deleteWebhook", json::object(), std::move(finish));
+  json params = {{"url", std::move(url)},
+                 {"allowed_updates", {"message", "edited_message", "callback_query"}}};
+  if (!secret.empty()) params["secret_token"] = std::move(secret);
+  impl_->Call("setWebhook", std::move(params), std::move(finish));
+}
+
+void TelegramAdapter::SetWebhookSecret(std::string secret) {
+  std::lock_guard lock(impl_->mu);
+  impl_->webhook_secret = std::move(secret);
+}
+
+ChatCapabilities TelegramAdapter::Capabilities() const {
+  ChatCapabilities caps;
+  caps.max_length = 4096;
+  caps.unit = LengthUnit::utf16;
+  caps.dialect = MarkupDialect::telegram_html;
+  caps.edits_per_interval = 1;
+  caps.edit_interval = impl_->options.chat_interval;
+  caps.buttons = true;
+  caps.button_data_limit = 64;
+  caps.threads = true;
+  caps.typing = true;
+  caps.fetch_thread = false;  // the Bot API cannot read a chat's history
+  caps.command_prefix = "/";
+  return caps;
+}
+
+void TelegramAdapter::AsyncPost(const ThreadRef& where, OutboundMessage message, ChatHandler<std::string> handler) {
+  auto self = impl_;
+  self->Paced(where.chat, [self, where, message = std::move(message), handler = std::move(handler)]() mutable {
+    auto params = tg::SendParams(where, message, true);
+    self->Call("sendMessage", std::move(params), [self, where, message, handler](Result<json> r) mutable {
+      auto finish = [self, where, handler](Result<json> r) {
+        if (!r) {
+          if (r.error().retry_after.count() > 0) self->Penalize(where.chat, r.error().retry_after);
+          return handler(Fail(r.error()));
+        }
+        const auto id = r->is_object() ? r->value("message_id", std::int64_t{0}) : 0;
+        if (id == 0) return handler(Fail(Errc::protocol_error, "Telegram sendMessage: the answer has no message_id"));
+        handler(std::to_string(id));
+      };
+      if (!r && tg::IsEntityParseError(r.error())) {
+        self->Bump(&TelegramStats::plain_text_retries);
+        self->Log(LogLevel::warning, "sending as plain text: " + r.error().message);
+        message.text = tg::HtmlToPlain(message.text);
+        return self->Call("sendMessage", tg::SendParams(where, message, false), std::move(finish));
+      }
+      finish(std::move(r));
+    });
+  });
+}
+
+void TelegramAdapter::AsyncEdit(const ThreadRef& where, const std::string& message_id, OutboundMessage message,
+                                ChatStatusHandler handler) {
+  auto self = impl_;
+  self->Paced(where.chat, [self, where, message_id, message = std::move(message), handler = std::move(handler)]() mutable {
+    auto params = tg::EditParams(where, message_id, message, true);
+    self->Call("editMessageText", std::move(params),
+               [self, where, message_id, message, handler](Result<json> r) mutable {
+                 auto finish = [self, where, handler](Result<json> r) {
+                   if (!r && tg::IsNotModified(r.error())) return handler(Status());
+                   if (!r && r.error().retry_after.count() > 0) self->Penalize(where.chat, r.error().retry_after);
+                   handler(r ? Status() : Status(Fail(r.error())));
+                 };
+                 if (!r && tg::IsEntityParseError(r.error())) {
+                   self->Bump(&TelegramStats::plain_text_retries);
+                   self->Log(LogLevel::warning, "editing as plain text: " + r.error().message);
+                   message.text = tg::HtmlToPlain(message.text);
+                   return self->Call("editMessageText", tg::EditParams(where, message_id, message, false),
+                                     std::move(finish));
+                 }
+                 finish(std::move(r));
+               });
+  });
+}
+
+void TelegramAdapter::AsyncTyping(const ThreadRef& where, ChatStatusHandler handler) {
+  json params = {{"chat_id", tg::SendParams(where, {}, false)["chat_id"]}, {"action", "typing"}};
+  if (auto thread = tg::ThreadIdForSend(where.thread)) params["message_thread_id"] = *thread;
+  impl_->Call("sendChatAction", std::move(params),
+              [handler = std::move(handler)](Result<json> r) { handler(r ? Status() : Status(Fail(r.error()))); });
+}
+
+TelegramStats TelegramAdapter::Stats() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->stats;
+}
+
+const TelegramBotInfo& TelegramAdapter::bot() const noexcept {
+  return impl_->bot;
+}
+
+}  // namespace sessionturn
