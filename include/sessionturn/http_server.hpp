@@ -72,7 +72,7 @@ struct ServerStats {
   std::size_t connections_open = 0;
   std::uint64_t connections_accepted = 0;  // over capacity included
   std::uint64_t requests_served = 0;       // responses written to complete requests (any status)
-  std::uint64_t rejected_malformed = 0;    // 400 (and 417) and closed
+  std::uint64_t rejected_malformed = 0;    // 400 (and 417, 505) and closed
   std::uint64_t rejected_headers_too_large = 0;  // 431
   std::uint64_t rejected_body_too_large = 0;     // 413
   std::uint64_t rejected_timeout = 0;            // header or body deadline passed (408 or closed)

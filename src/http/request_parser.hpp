@@ -1,5 +1,5 @@
 // The HTTP server's request parser, sans-I/O: bytes in, complete requests or a verdict out (400, 413,
-// 417, 431). It wraps Node's http_parser (its settings callbacks collect the parts) and adds our bounds.
+// 417, 431, 505). It wraps Node's http_parser (its settings callbacks collect the parts) and adds our bounds.
 // The server and the fuzz target (fuzz/http_request.cpp) use this same class.
 #pragma once
 
@@ -57,7 +57,7 @@ class RequestParser {
   bool HeadersComplete() const noexcept { return headers_complete_; }
   // The request whose headers are complete asked for 100 Continue (valid once HeadersComplete()).
   bool ExpectsContinue() const noexcept { return request_.expect_continue; }
-  // 400, 413, 417 or 431 when failed, with what was wrong (no header values in it).
+  // 400, 413, 417, 431 or 505 when failed, with what was wrong (no header values in it).
   int error_status() const noexcept { return error_status_; }
   const std::string& error_message() const noexcept { return error_message_; }
 

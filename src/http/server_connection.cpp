@@ -211,6 +211,11 @@ void ServerConnection::AfterResponse() {
   }
   phase_ = Phase::waiting;
   fresh_ = false;
+  // A stop that came while the response was being written: now it is idle.
+  if (stopping_) {
+    Close();
+    return;
+  }
   if (!pending_.empty()) {
     std::string next = std::move(pending_);
     pending_.clear();

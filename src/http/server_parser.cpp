@@ -162,6 +162,7 @@ int RequestParser::OnHeadersComplete(http_parser* p) {
   r.http_minor = p->http_minor;
   r.keep_alive = http_should_keep_alive(p) != 0;
   r.upgrade = p->upgrade != 0 || p->method == HTTP_CONNECT;
+  if (r.http_major != 1) return self->Refuse(505, "HTTP/" + std::to_string(r.http_major) + " is not supported");
   if (!self->SplitTarget()) return self->Refuse(400, "malformed request: invalid request target");
   bool host = false;
   for (const auto& [name, value] : r.headers) {

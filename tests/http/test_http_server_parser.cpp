@@ -137,6 +137,7 @@ TEST_CASE("http server parser: verdicts for bad and oversized requests", "[http]
   CHECK(verdict("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n10\r\n0123456789abcdef\r\n1\r\nx\r\n")
             .first == 413);
   CHECK(verdict("POST / HTTP/1.1\r\nHost: h\r\nExpect: something-else\r\n\r\n").first == 417);
+  CHECK(verdict("GET / HTTP/2.0\r\nHost: h\r\n\r\n").first == 505);
 
   // A failed parser stays failed.
   RequestParser p(1024, 16);
