@@ -27,6 +27,7 @@ build: bootstrap build/CMakeCache.txt
 	cmake --build build -j$(JOBS)
 
 test: build
+	@scripts/npm-tools
 	cd build && ctest -j$(JOBS) --output-on-failure --timeout 600 $(CTEST_ARGS)
 
 demo: build
@@ -46,6 +47,7 @@ sanitize: bootstrap
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSESSIONTURN_WERROR=ON \
 	  -DSESSIONTURN_SANITIZE=address,undefined $(CMAKE_COMMON)
 	cmake --build build-asan -j$(JOBS)
+	@scripts/npm-tools
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest -j$(JOBS) --output-on-failure --timeout 900 $(CTEST_ARGS)
 
@@ -53,6 +55,7 @@ tsan: bootstrap
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DSESSIONTURN_WERROR=ON \
 	  -DSESSIONTURN_SANITIZE=thread -DSESSIONTURN_BUILD_PYTHON=OFF $(CMAKE_COMMON)
 	cmake --build build-tsan -j$(JOBS)
+	@scripts/npm-tools
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	  ctest -j$(JOBS) --output-on-failure --timeout 900 -LE python $(CTEST_ARGS)
 
