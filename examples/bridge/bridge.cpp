@@ -73,7 +73,7 @@ void AddCommonFlags(CLI::App& app, CommonFlags& f) {
   app.add_option("--context", f.kube_context, "kubernetes: the kubeconfig context");
   app.add_option("--spawner", f.spawner, "kubernetes: the SessionSpawner new Sessions come from");
   app.add_option("--template", f.template_file, "kubernetes: a Session template file (YAML or JSON)");
-  app.add_option("--session-prefix", f.session_prefix, "the Sessions' name prefix (default: the platform)");
+  app.add_option("--session-prefix", f.session_prefix, "the Sessions' name prefix (default: chat)");
   app.add_option("--allow-users", f.allow_users, "user ids that may talk to the bot (empty: anyone)")->delimiter(',');
   app.add_option("--allow-chats", f.allow_chats, "chat ids the bot works in (empty: any)")->delimiter(',');
   app.add_option("--admins", f.admins, "user ids that may delete Sessions")->delimiter(',');
@@ -169,7 +169,7 @@ std::string DescribeBackend(const CommonFlags& f) {
 st::RouterOptions MakeRouterOptions(const CommonFlags& f, const std::string& platform, const std::string& bot_id,
                                     const std::string& bot_username) {
   st::RouterOptions options;
-  options.session_prefix = f.session_prefix.empty() ? platform : f.session_prefix;
+  options.session_prefix = f.session_prefix.empty() ? "chat" : f.session_prefix;
   // The bot's identity owns its Sessions: two bots on one backend never share one.
   options.owner_uid = platform + ":" + bot_id;
   options.store_path = StateDir(f) + "/router-" + platform + "-" + bot_id + ".db";

@@ -38,7 +38,7 @@ struct CommonFlags {
   std::string provider = "echo";
   std::int64_t idle_suspend = 1800;
   std::string namespace_name, kubeconfig, kube_context, spawner, template_file;
-  std::string session_prefix;  // empty: the platform's name
+  std::string session_prefix;  // empty: "chat" (names are chat-<platform>-<hash>)
   std::vector<std::string> allow_users, allow_chats, admins;
   std::string questions = "ask";
   std::int64_t answer_timeout = 600;
