@@ -74,6 +74,8 @@ void ServerConnection::OnRead(const asio::error_code& ec, std::size_t n) {
     }
     return;
   }
+  // A deadline answered (408) while this read was pending: what it brought is not read as a request.
+  if (phase_ == Phase::writing) return;
   // The peer closed or the socket failed: a half-received request has nobody to answer to.
   if (ec) {
     Close();
