@@ -174,6 +174,11 @@ void TelegramAdapter::Impl::Dispatch(json updates) {
         ++state->pending;
       }
       const std::int64_t id = parsed->update_id;
+      if (context.ShouldLog(LogLevel::debug)) {
+        Log(LogLevel::debug, "update " + std::to_string(id) + ": a message from user " + parsed->message->author_id +
+                                 " in chat " + parsed->message->chat +
+                                 (parsed->message->thread.empty() ? "" : " topic " + parsed->message->thread));
+      }
       router->HandleMessage(std::move(*parsed->message), [state, release, id](Result<Disposition> d) {
         if (!d) {
           std::lock_guard lock(state->mu);
