@@ -242,6 +242,7 @@ def remove_dir(path):
 class BridgeCase(unittest.TestCase):
     """A test with its own directory, fake and bridges, all ended and removed when it ends, failed or not
     (SESSIONTURN_KEEP_TEST_DIRS=1 keeps the directory and prints where it is)."""
+    maxDiff = None
 
     def setUp(self):
         self.root = scratch_dir()
