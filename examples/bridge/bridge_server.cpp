@@ -48,6 +48,25 @@ void BridgeServer::SetReady(std::function<bool()> ready) { ready_ = std::move(re
 void BridgeServer::SetMetrics(std::function<void(MetricsSink&)> collect) { collect_ = std::move(collect); }
 void BridgeServer::SetRouter(st::Router* router) { router_ = router; }
 
+std::function<void(const st::RouterTurnOutcome&)> BridgeServer::TurnObserver() {
+  return [this](const st::RouterTurnOutcome& outcome) {
+    // Seconds, as Prometheus wants; buckets from a ready Session's instant answer to a long agent turn.
+    static const std::vector<double> kWake{0.01, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300};
+    static const std::vector<double> kTurn{0.1, 0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600};
+    if (auto c = metrics_.GetCounter("sessionturn_turns_total", "turns that ended, by status",
+                                     {{"status", outcome.status}})) {
+      (*c)->Increment();
+    }
+    if (auto h = metrics_.GetHistogram("sessionturn_wake_seconds", "time a turn waited for its Session to be ready",
+                                       kWake)) {
+      (*h)->Observe(std::chrono::duration<double>(outcome.wake).count());
+    }
+    if (auto h = metrics_.GetHistogram("sessionturn_turn_duration_seconds", "a turn's time from start to end", kTurn)) {
+      (*h)->Observe(std::chrono::duration<double>(outcome.duration).count());
+    }
+  };
+}
+
 void BridgeServer::Handle(std::string method, std::string path, st::RouteHandler handler) {
   if (!server_) return;
   if (auto s = server_->Handle(std::move(method), std::move(path), std::move(handler)); !s) {

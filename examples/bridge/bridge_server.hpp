@@ -38,6 +38,8 @@ class BridgeServer {
   void SetReady(std::function<bool()> ready);
   void SetMetrics(std::function<void(MetricsSink&)> collect);
   void SetRouter(sessionturn::Router* router);
+  // For RouterOptions::on_turn_finished: turns by status, and the wake and duration histograms.
+  std::function<void(const sessionturn::RouterTurnOutcome&)> TurnObserver();
   void Handle(std::string method, std::string path, sessionturn::RouteHandler handler);
   // Listens (when --listen was given): the address, "" when not listening. Throws ExitWith.
   std::string Start();

@@ -70,8 +70,10 @@ int Run(const TelegramFlags& f, const Secrets& secrets) {
     }
     throw br::ExitWith{br::kExitRuntime, "cannot reach Telegram: " + bot.error().message};
   }
-  auto router = st::Router::Create(context, *backend, **adapter,
-                                   br::MakeRouterOptions(f.common, "telegram", std::to_string(bot->id), bot->username));
+  br::BridgeServer server(context, f.common.listen, *backend);
+  auto router_options = br::MakeRouterOptions(f.common, "telegram", std::to_string(bot->id), bot->username);
+  router_options.on_turn_finished = server.TurnObserver();
+  auto router = st::Router::Create(context, *backend, **adapter, std::move(router_options));
   if (!router) {
     throw br::ExitWith{router.error().code == st::Errc::invalid_argument ? br::kExitConfig : br::kExitRuntime,
                        router.error().message};
@@ -90,7 +92,6 @@ int Run(const TelegramFlags& f, const Secrets& secrets) {
     fatal = true;
   };
 
-  br::BridgeServer server(context, f.common.listen, *backend);
   server.SetReady([a = adapter->get(), webhook = f.mode == "webhook"] { return webhook || a->Polling(); });
   server.SetMetrics([a = adapter->get()](br::MetricsSink& m) {
     const st::TelegramStats s = a->Stats();

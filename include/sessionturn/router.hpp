@@ -27,6 +27,16 @@ enum class AnswerPolicy {
   allowed_users,  // anyone the route lets talk (and the route's admins)
 };
 
+// How a turn ended, for metrics (RouterOptions::on_turn_finished).
+struct RouterTurnOutcome {
+  std::string session;
+  // "completed", "failed", "interrupted", "removed", or the error that ended it ("timeout",
+  // "unavailable", ...: the Errc's name).
+  std::string status;
+  std::chrono::milliseconds duration{0};  // from its start (Ensure included) to its end
+  std::chrono::milliseconds wake{0};      // of that, waiting for the Session to be ready (waking it)
+};
+
 struct RouterOptions {
   // Session names: SessionName(session_prefix, platform, owner_uid, chat, thread). owner_uid names
   // the bot (the spawner's UID in a cluster) so two bots never share a Session.
@@ -49,6 +59,9 @@ struct RouterOptions {
   // Decline every question the agent asks instead of asking it in the chat (the thread gets a note
   // saying so, and the agent goes on without the answer).
   bool decline_questions = false;
+  // Called on the router's strand when a turn ends (not for one left running at shutdown): keep it
+  // quick (count, observe) and do not call the Router's blocking methods from it.
+  std::function<void(const RouterTurnOutcome&)> on_turn_finished;
   // The first turn of a platform thread carries up to this many earlier messages (when the adapter
   // can fetch them). 0: none.
   std::size_t thread_context_messages = 20;

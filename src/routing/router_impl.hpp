@@ -82,6 +82,7 @@ struct TurnRun {
   std::size_t route = 0;
   std::shared_ptr<LiveMessage> live;  // the placeholder: progress, then the reply
   SteadyTime started{};
+  std::chrono::milliseconds wake{0};  // waiting for the Session to be ready (waking it)
   std::string stage = "starting";  // starting, waking, queued, running
   std::string tool;                 // the running tool and its short input
   std::string tail;                 // the end of the streamed reply

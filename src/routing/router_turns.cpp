@@ -215,9 +215,12 @@ void Router::Impl::ReadyThenRun(const std::shared_ptr<TurnRun>& turn, std::funct
         r.ShowProgress(turn);
       });
     };
-    r.backend.AsyncWaitReady(turn->session, std::chrono::steady_clock::now() + r.options.wait_ready_timeout,
+    const auto wait_started = std::chrono::steady_clock::now();
+    r.backend.AsyncWaitReady(turn->session, wait_started + r.options.wait_ready_timeout,
                              std::move(progress), turn->cancel.Token(),
-                             r.OnStrand<Result<ReadyTarget>>([turn, run](Impl& r2, Result<ReadyTarget> target) {
+                             r.OnStrand<Result<ReadyTarget>>([turn, run, wait_started](Impl& r2, Result<ReadyTarget> target) {
+                               turn->wake += std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::steady_clock::now() - wait_started);
                                if (turn->done) return;
                                if (!target) {
                                  return r2.OnResult(turn, Fail(Errc::unavailable, "the Session " + turn->session +
@@ -387,6 +390,15 @@ void Router::Impl::OnResult(const std::shared_ptr<TurnRun>& turn, Result<TurnRes
     if (it != sessions.end() && it->second->running == turn) it->second->running.reset();
     --in_flight;
     return;
+  }
+  if (options.on_turn_finished) {
+    RouterTurnOutcome outcome;
+    outcome.session = turn->session;
+    outcome.status = result ? std::string(ToString(result->status)) : std::string(ToString(result.error().code));
+    outcome.duration =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - turn->started);
+    outcome.wake = turn->wake;
+    options.on_turn_finished(outcome);
   }
   std::string reply;
   if (!result) {

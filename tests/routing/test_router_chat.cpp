@@ -4,6 +4,7 @@
 #include <asio.hpp>
 
 #include <atomic>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -390,4 +391,41 @@ TEST_CASE("router: a message for an idle-suspended Session wakes it and says so"
   REQUIRE(rig.WaitDelivered(2));
   CHECK(Sent(rig.adapter.Ops(), "Waking the Session"));
   CHECK_FALSE(rig.adapter.FindMessage("are you there").empty());
+}
+
+TEST_CASE("router: decline_questions declines the agent's question with a note, and the turn goes on",
+          "[routing][router]") {
+  TempRoot root;
+  const std::string script = root.File("ask.json", kLanguageQuestion);
+  Rig rig(root, ThreadedCaps(), "script:" + script, [](RouterOptions& o) { o.decline_questions = true; });
+  REQUIRE(*rig.Send(Msg("1", "start")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(1));
+  CHECK(rig.adapter.WaitForText("this bot declines questions"));
+  CHECK_FALSE(rig.adapter.FindMessage("The question was declined.").empty());  // the script's reply to a decline
+  CHECK(rig.adapter.FindMessage("Which language?").empty());                    // never asked in the chat
+  CHECK(rig.router->Stats().open_questions == 0);
+}
+
+TEST_CASE("router: on_turn_finished reports each turn's status, duration and wake time", "[routing][router]") {
+  TempRoot root;
+  std::mutex mu;
+  std::vector<RouterTurnOutcome> outcomes;
+  Rig rig(root, ThreadedCaps(), "echo", [&](RouterOptions& o) {
+    o.on_turn_finished = [&](const RouterTurnOutcome& t) {
+      std::lock_guard lock(mu);
+      outcomes.push_back(t);
+    };
+  });
+  REQUIRE(*rig.Send(Msg("1", "one")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(1));
+  REQUIRE(*rig.Send(Msg("2", "two")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(2));
+  std::lock_guard lock(mu);
+  REQUIRE(outcomes.size() == 2);
+  for (const auto& t : outcomes) {
+    CHECK(t.status == "completed");
+    CHECK(t.session == SessionName("chat", "slack", "test-owner", "C1", "T1"));
+    CHECK(t.wake <= t.duration);
+    CHECK(t.duration.count() >= 0);
+  }
 }
