@@ -73,7 +73,7 @@ class Conversations(BridgeCase):
         self.assertIn("a reply without a mention", r2["text"])
         later = self.post_group(fake, "still nobody asked")
         self.wait_confirmed(fake, later["update_id"])
-        self.assert_none_within(fake, 1.5, chat_id=GROUP, count=3)
+        self.assert_none_within(fake, 1, chat_id=GROUP, count=3)
 
     @staticmethod
     def post_group(fake, text):
@@ -206,7 +206,7 @@ class Questions(BridgeCase):
         fake.post("send", {"chat_id": 42, "from": ANN, "text": "c++", "reply_to_message_id": second["message_id"]})
         fake.wait_text(42, "Answers: lang=C++")
         # The reply was an answer, not a third prompt.
-        self.assert_none_within(fake, 1.5, chat_id=42, text_contains="Which language?", count=2)
+        self.assert_none_within(fake, 1, chat_id=42, text_contains="Which language?", count=2)
 
     def test_declined_questions(self):
         fake = self.start_fake()
@@ -240,7 +240,7 @@ class Delivery(BridgeCase):
         again = self.start_bridge(fake, provider="slow.json")
         reply = fake.wait_text(42, "slow reply #1", timeout=20)
         self.assertEqual(reply["message_id"], placeholder["message_id"], "the reply is the same placeholder")
-        self.assert_none_within(fake, 2, chat_id=42, text_contains="slow reply", count=2)
+        self.assert_none_within(fake, 1.5, chat_id=42, text_contains="slow reply", count=2)
         self.assertEqual(len(fake.bot_messages(42)), 1, fake.bot_texts(42))
         self.assertIn("ready:", again.stderr())
 
@@ -258,7 +258,7 @@ class Delivery(BridgeCase):
         fake.fault(method="editMessageText", status=429, retry_after=1, count=3)
         second = fake.wait_text(42, "slow reply #2", timeout=30)
         self.assertEqual(second["message_id"], placeholder["message_id"], "the reply is the placeholder")
-        self.assert_none_within(fake, 1.5, chat_id=42, text_contains="slow reply", count=3)
+        self.assert_none_within(fake, 1, chat_id=42, text_contains="slow reply", count=3)
         self.assertEqual([m["message_id"] for m in fake.bot_messages(42)],
                          [first["message_id"], second["message_id"]], fake.bot_texts(42))
         limited = [c["method"] for c in fake.calls() if c["status"] == 429]
