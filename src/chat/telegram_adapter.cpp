@@ -59,8 +59,8 @@ void TelegramAdapter::Impl::Bump(std::uint64_t TelegramStats::*counter) {
   ++(stats.*counter);
 }
 
-void TelegramAdapter::Impl::Call(std::string method, json params, JsonHandler done, std::chrono::milliseconds timeout,
-                                 int attempt) {
+HttpCall TelegramAdapter::Impl::Call(std::string method, json params, JsonHandler done,
+                                     std::chrono::milliseconds timeout, int attempt) {
   std::shared_ptr<HttpClient> client;
   {
     std::lock_guard lock(mu);
@@ -71,7 +71,7 @@ void TelegramAdapter::Impl::Call(std::string method, json params, JsonHandler do
     asio::post(context.io(), [done = std::move(done), method] {
       done(Fail(Errc::cancelled, "Telegram " + method + ": the adapter is closed"));
     });
-    return;
+    return {};
   }
   HttpRequest request;
   request.method = "POST";
@@ -81,7 +81,7 @@ void TelegramAdapter::Impl::Call(std::string method, json params, JsonHandler do
   request.timeout = timeout.count() > 0 ? timeout : options.request_timeout;
   request.tls = options.tls;
   request.proxy = options.proxy;
-  client->AsyncRequest(std::move(request), [self = shared_from_this(), method = std::move(method),
+  return client->AsyncRequest(std::move(request), [self = shared_from_this(), method = std::move(method),
                                             params = std::move(params), done = std::move(done), timeout,
                                             attempt](Result<HttpResponse> response) mutable {
     Result<json> result = response ? tg::ReadResponse(method, response->status, response->body,
@@ -236,7 +236,10 @@ void TelegramAdapter::AsyncSetCommands(std::vector<TelegramCommand> commands, st
 
 void TelegramAdapter::AsyncSetWebhook(std::string url, std::string secret, std::function<void(Status)> done) {
   auto finish = [done = std::move(done)](Result<json> r) { done(r ? Status() : Status(Fail(r.error()))); };
-  if (url.empty()) return impl_->Call("deleteWebhook", json::object(), std::move(finish));
+  if (url.empty()) {
+    impl_->Call("deleteWebhook", json::object(), std::move(finish));
+    return;
+  }
   json params = {{"url", std::move(url)},
                  {"allowed_updates", {"message", "edited_message", "callback_query"}}};
   if (!secret.empty()) params["secret_token"] = std::move(secret);
@@ -282,7 +285,8 @@ void TelegramAdapter::AsyncPost(const ThreadRef& where, OutboundMessage message,
         self->Bump(&TelegramStats::plain_text_retries);
         self->Log(LogLevel::warning, "sending as plain text: " + r.error().message);
         message.text = tg::HtmlToPlain(message.text);
-        return self->Call("sendMessage", tg::SendParams(where, message, false), std::move(finish));
+        self->Call("sendMessage", tg::SendParams(where, message, false), std::move(finish));
+        return;
       }
       finish(std::move(r));
     });
@@ -305,8 +309,9 @@ void TelegramAdapter::AsyncEdit(const ThreadRef& where, const std::string& messa
                    self->Bump(&TelegramStats::plain_text_retries);
                    self->Log(LogLevel::warning, "editing as plain text: " + r.error().message);
                    message.text = tg::HtmlToPlain(message.text);
-                   return self->Call("editMessageText", tg::EditParams(where, message_id, message, false),
-                                     std::move(finish));
+                   self->Call("editMessageText", tg::EditParams(where, message_id, message, false),
+                              std::move(finish));
+                   return;
                  }
                  finish(std::move(r));
                });

@@ -57,8 +57,9 @@ struct TelegramAdapter::Impl : std::enable_shared_from_this<Impl> {
   // Calls `method` with JSON `params`; `done` gets "result" or the mapped error (token redacted), on
   // a worker. Failures before the server saw the call, and 5xx of calls safe to repeat, are tried
   // again (options.max_attempts in all).
-  void Call(std::string method, nlohmann::json params, JsonHandler done, std::chrono::milliseconds timeout = {},
-            int attempt = 1);
+  // Returns the first attempt's call (a default handle when the adapter is closed).
+  HttpCall Call(std::string method, nlohmann::json params, JsonHandler done, std::chrono::milliseconds timeout = {},
+                int attempt = 1);
   // Runs `send` (on the strand) when `chat`'s pace allows another message.
   void Paced(const std::string& chat, std::function<void()> send);
   void Penalize(const std::string& chat, std::chrono::milliseconds retry_after);

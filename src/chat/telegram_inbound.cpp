@@ -68,8 +68,7 @@ void TelegramAdapter::Impl::Poll() {
   // The server holds the poll for poll_timeout: the exchange gets that and a margin.
   const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options.poll_timeout) +
                        std::chrono::seconds(15);
-  // Retries are the loop's own (with backoff), not the call layer's.
-  Call("getUpdates", std::move(params),
+  poll_call = Call("getUpdates", std::move(params),
        [self = shared_from_this()](Result<json> r) {
          asio::post(self->strand, [self, r = std::move(r)]() mutable {
            if (!self->polling) return;
@@ -222,6 +221,7 @@ void TelegramAdapter::StopPolling() {
   asio::post(impl_->strand, [self = impl_] {
     self->polling = false;
     self->poll_ok = false;
+    self->poll_call.Cancel();  // the updates it would fetch stay unconfirmed: the next start gets them
     if (self->poll_timer) self->poll_timer->cancel();
   });
 }
