@@ -134,6 +134,23 @@ Result<std::vector<RenderedPart>> RenderReply(std::string_view markdown, const R
   return out;
 }
 
+std::string MarkdownCode(std::string_view text) {
+  std::string body(text);
+  for (char& c : body) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  std::size_t longest = 0;
+  for (std::size_t i = 0; i < body.size();) {
+    std::size_t run = 0;
+    while (i + run < body.size() && body[i + run] == '`') ++run;
+    longest = std::max(longest, run);
+    i += run == 0 ? 1 : run;
+  }
+  const std::string fence(longest + 1, '`');
+  const bool pad = !body.empty() && (body.front() == '`' || body.back() == '`');
+  return fence + (pad ? " " : "") + body + (pad ? " " : "") + fence;
+}
+
 std::string EscapeMarkdown(std::string_view text) {
   std::string out;
   out.reserve(text.size() * 2);

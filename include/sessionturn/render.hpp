@@ -74,4 +74,9 @@ Result<std::vector<RenderedPart>> RenderReply(std::string_view markdown, const R
 // tab written as a character reference (so it neither vanishes nor starts a code block).
 std::string EscapeMarkdown(std::string_view text);
 
+// `text` as a Markdown code span that shows it exactly (backslashes are not escapes inside one): the
+// fence is a backtick run longer than any in `text`, padded with a space where `text` starts or ends
+// with a backtick. Line breaks become spaces (a span is one line).
+std::string MarkdownCode(std::string_view text);
+
 }  // namespace sessionturn

@@ -50,6 +50,9 @@ struct TelegramAdapter::Impl : std::enable_shared_from_this<Impl> {
   std::function<void(Error)> on_fatal;
   std::int64_t offset = 0;
   int poll_failures = 0;
+  // The next getUpdates answers at once (timeout 0): the first after a (re)start or a failure, so
+  // readiness shows within a round trip rather than a long poll.
+  bool quick_poll = true;
   HttpCall poll_call;
   std::shared_ptr<asio::steady_timer> poll_timer;
   std::atomic<bool> poll_ok{false};

@@ -62,7 +62,7 @@ std::function<void(std::string_view)> TelegramAdapter::Impl::AckFor(std::string 
 
 void TelegramAdapter::Impl::Poll() {
   if (!polling) return;
-  json params = {{"timeout", options.poll_timeout.count()},
+  json params = {{"timeout", quick_poll ? 0 : options.poll_timeout.count()},
                  {"allowed_updates", {"message", "edited_message", "callback_query"}}};
   if (offset > 0) params["offset"] = offset;
   // The server holds the poll for poll_timeout: the exchange gets that and a margin.
@@ -78,6 +78,7 @@ void TelegramAdapter::Impl::Poll() {
            }
            self->poll_failures = 0;
            self->poll_ok = true;
+           self->quick_poll = false;
            if (r->empty()) return self->Poll();
            self->Dispatch(std::move(*r));
          });
@@ -108,6 +109,7 @@ void TelegramAdapter::Impl::PollFailed(const Error& error) {
   }
   ++poll_failures;
   poll_ok = false;
+  quick_poll = true;
   auto delay = std::min(kMaxPollBackoff, std::chrono::milliseconds(500) * (1 << std::min(poll_failures, 6)));
   if (error.retry_after.count() > 0) delay = std::max(delay, error.retry_after);
   // The first failure of a streak is worth a warning; the rest would flood the log.
@@ -198,6 +200,7 @@ void TelegramAdapter::StartPolling(Router& router, std::function<void(Error)> on
   asio::post(impl_->strand, [self = impl_, router = &router, on_fatal = std::move(on_fatal)]() mutable {
     if (self->polling) return;
     self->polling = true;
+    self->quick_poll = true;
     self->router = router;
     self->on_fatal = std::move(on_fatal);
     router->LoadCursor(kOffsetCursor, [self](Result<std::optional<std::string>> cursor) {

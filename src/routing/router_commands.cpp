@@ -28,13 +28,23 @@ std::string Ago(std::chrono::system_clock::time_point t) {
 
 }  // namespace
 
+std::string Router::Impl::DisplayName(const routing::ChatRef& chat, const std::string& session) {
+  auto listed = store->ListChatSessions(chat);
+  if (listed) {
+    for (const auto& cs : *listed) {
+      if (cs.session == session && !cs.label.empty()) return cs.label;
+    }
+  }
+  return session;
+}
+
 void Router::Impl::SwitchTo(const ThreadRef& where, const std::string& session, const std::string& reply_to) {
   const routing::ChatRef chat = routing::ChatRef::Of(where);
   Status st = where.thread.empty()
                   ? store->SetCurrent(chat, session)
                   : store->BindThread(routing::Binding{where, session, std::chrono::system_clock::now(), false});
   if (!st) return Note(where, "\u26A0\uFE0F " + EscapeMarkdown(st.error().message), {}, reply_to);
-  Note(where, "Now talking to **" + EscapeMarkdown(session) + "**" +
+  Note(where, "Now talking to **" + EscapeMarkdown(DisplayName(chat, session)) + "**" +
                   (where.thread.empty() ? " in this chat." : " in this thread."), session, reply_to);
 }
 
@@ -58,7 +68,7 @@ void Router::Impl::ListSessions(const InboundMessage& m, const std::string& curr
           const std::size_t index = names.size();
           names.push_back(cs.session);
           text += "- **" + EscapeMarkdown(cs.label.empty() ? cs.session : cs.label) + "**";
-          if (!cs.label.empty()) text += " (`" + EscapeMarkdown(cs.session) + "`)";
+          if (!cs.label.empty()) text += " (" + MarkdownCode(cs.session) + ")";
           auto info = infos.find(cs.session);
           if (info != infos.end()) {
             text += " \u2014 " + std::string(ToString(info->second.phase));
@@ -113,8 +123,10 @@ void Router::Impl::TryCommand(const InboundMessage& m, std::size_t route, const 
       std::string name = SessionName(options.session_prefix, where.platform, options.owner_uid, where.chat, key);
       auto added = store->AddChatSession({chat, name, std::chrono::system_clock::now(), cmd.name});
       if (!added) return reply("\u26A0\uFE0F " + EscapeMarkdown(added.error().message));
-      if (!*added) return reply("There is a session called **" + EscapeMarkdown(cmd.name) + "** already: `use " +
-                                EscapeMarkdown(cmd.name) + "` switches to it.");
+      if (!*added) {
+        return reply("There is a session called **" + EscapeMarkdown(cmd.name) + "** already: " +
+                     MarkdownCode(caps.command_prefix + "use " + cmd.name) + " switches to it.");
+      }
       SessionFor(name, route);
       return SwitchTo(where, name, m.message_id);
     }
@@ -124,11 +136,12 @@ void Router::Impl::TryCommand(const InboundMessage& m, std::size_t route, const 
       for (const auto& cs : *listed) {
         if (cs.label == cmd.name || cs.session == cmd.name) return SwitchTo(where, cs.session, m.message_id);
       }
-      return reply("This chat has no session called **" + EscapeMarkdown(cmd.name) + "** (`sessions` lists them).");
+      return reply("This chat has no session called **" + EscapeMarkdown(cmd.name) + "** (" +
+                   MarkdownCode(caps.command_prefix + "sessions") + " lists them).");
     }
     case CommandKind::status: {
       auto run = sessions.find(session);
-      std::string text = "**" + EscapeMarkdown(session) + "**";
+      std::string text = "**" + EscapeMarkdown(DisplayName(chat, session)) + "**";
       if (run != sessions.end() && run->second->running) {
         text += "\n" + ProgressText(*run->second->running);
         if (run->second->running->usage) {
@@ -188,15 +201,16 @@ void Router::Impl::TryCommand(const InboundMessage& m, std::size_t route, const 
       if (target.empty()) return reply("This chat has no session called **" + EscapeMarkdown(cmd.name) + "**.");
       auto run = sessions.find(target);
       if (run != sessions.end() && (run->second->running || !run->second->queue.empty())) {
-        return reply("**" + EscapeMarkdown(cmd.name) + "** has a turn running or queued: `stop` it first.");
+        return reply("**" + EscapeMarkdown(cmd.name) + "** has a turn running or queued: " +
+                     MarkdownCode(caps.command_prefix + "stop") + " it first.");
       }
       const std::string key = ChatKey(where) + '\x1f' + target;
       const auto now = std::chrono::steady_clock::now();
       auto pending = pending_deletes.find(key);
       if (pending == pending_deletes.end() || pending->second < now) {
         pending_deletes[key] = now + kDeleteConfirmWindow;
-        return reply("This deletes **" + EscapeMarkdown(cmd.name) + "** with its workspace and conversation. Send `" +
-                     EscapeMarkdown(m.text) + "` again within a minute to confirm.");
+        return reply("This deletes **" + EscapeMarkdown(cmd.name) + "** with its workspace and conversation. Send " +
+                     MarkdownCode(m.text) + " again within a minute to confirm.");
       }
       pending_deletes.erase(pending);
       backend.AsyncDelete(target, OnStrand<Status>([where, target, label = cmd.name, id = m.message_id](Impl& r, Status st) {

@@ -218,6 +218,8 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   // The author edited or deleted the message of a turn in flight: changed in the runtime while it is
   // queued there (message.edit / message.remove with the revision), else a note that it runs as sent.
   void ChangeRunning(const std::shared_ptr<routing::TurnRun>& turn, const InboundMessage& message);
+  // The name a chat gave `session` (`new NAME`), else the Session's own name.
+  std::string DisplayName(const routing::ChatRef& chat, const std::string& session);
   std::string Render(std::string_view markdown) const;  // one message's worth, for the router's notes
   std::string RenderOne(std::string_view markdown) const;
   void Note(const ThreadRef& where, std::string_view markdown, const std::string& session = {},

@@ -255,3 +255,12 @@ TEST_CASE("EscapeMarkdown makes text show literally", "[render]") {
   CHECK(EscapeMarkdown("é 😀") == "é 😀");
   CHECK(Tg(EscapeMarkdown("<script>&")) == "&lt;script&gt;&amp;");
 }
+
+TEST_CASE("render: MarkdownCode shows its text exactly, whatever backticks it holds", "[render]") {
+  CHECK(MarkdownCode("/delete fix-login") == "`/delete fix-login`");
+  CHECK(MarkdownCode("a`b") == "``a`b``");
+  CHECK(MarkdownCode("`x``") == "``` `x`` ```");
+  CHECK(MarkdownCode("two\nlines") == "`two lines`");
+  // Rendered, the text comes back exactly: a backslash in a code span is no escape.
+  CHECK(Plain("Send " + MarkdownCode("/delete fix\\-login") + " again") == "Send /delete fix\\-login again");
+}
