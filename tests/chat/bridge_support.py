@@ -246,7 +246,7 @@ class BridgeCase(unittest.TestCase):
 
     def setUp(self):
         self.root = scratch_dir()
-        if os.environ.get("SESSIONTURN_KEEP_TEST_DIRS"):
+        if os.environ.get("SESSIONTURN_KEEP_TEST_DIRS", "") not in ("", "0"):
             print("\n%s: %s" % (self.id(), self.root), file=sys.stderr)
         else:
             self.addCleanup(remove_dir, self.root)
