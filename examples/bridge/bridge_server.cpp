@@ -101,7 +101,8 @@ std::string BridgeServer::Start() {
 }
 
 void BridgeServer::Stop() {
-  if (server_) (void)server_->StopAndWait();
+  if (server_ && !stopped_) (void)server_->StopAndWait();
+  stopped_ = true;
 }
 
 }  // namespace sessionturn_bridge

@@ -43,7 +43,7 @@ class BridgeServer {
   void Handle(std::string method, std::string path, sessionturn::RouteHandler handler);
   // Listens (when --listen was given): the address, "" when not listening. Throws ExitWith.
   std::string Start();
-  void Stop();
+  void Stop();  // graceful; idempotent
 
  private:
   void Collect();
@@ -54,6 +54,7 @@ class BridgeServer {
   std::function<bool()> ready_;
   std::function<void(MetricsSink&)> collect_;
   sessionturn::Router* router_ = nullptr;
+  bool stopped_ = false;
   std::mutex mu_;
   sessionturn::Metrics metrics_;
   std::map<std::string, double> last_;

@@ -115,6 +115,11 @@ int Run(const TelegramFlags& f, const Secrets& secrets) {
     });
   }
   const std::string listening = server.Start();
+  // The server's handlers use the router: on every way out it stops before the router goes.
+  struct StopServer {
+    br::BridgeServer& server;
+    ~StopServer() { server.Stop(); }
+  } stop_server{server};
 
   (*router)->Start();
   if (f.mode == "poll") {
@@ -135,7 +140,6 @@ int Run(const TelegramFlags& f, const Secrets& secrets) {
   if (auto s = (*router)->ShutdownAndWait(); !s) {
     std::cerr << kProgram << ": shutdown: " << s.error().message << "\n";
   }
-  server.Stop();
   if (!signalled) {
     std::lock_guard lock(fatal_mu);
     throw br::ExitWith{br::kExitRuntime, fatal_text};
