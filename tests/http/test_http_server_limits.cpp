@@ -259,7 +259,7 @@ TEST_CASE("http server: graceful stop lets a request in flight finish and refuse
   CHECK(server.StopAndWait());  // already stopped: returns at once
 }
 
-TEST_CASE("http server: stop grace bounds a request that never finishes; StopAndWait on a worker refuses",
+TEST_CASE("http server: stop grace bounds a request that never finishes, and StopAndWait on a worker refuses",
           "[http][server][stop]") {
   Context ctx;
   HttpServerOptions o;
@@ -293,7 +293,7 @@ TEST_CASE("http server: stop grace bounds a request that never finishes; StopAnd
   kept(ServerResponse{});  // the connection is gone: dropped silently
 }
 
-TEST_CASE("http server: the destructor closes connections; a respond kept past it is harmless",
+TEST_CASE("http server: the destructor closes connections, and a respond kept past it is harmless",
           "[http][server][stop]") {
   Context ctx;
   HttpRespond kept;
