@@ -44,7 +44,15 @@ std::vector<TelegramCommand> DefaultTelegramCommands() {
 }
 
 TelegramAdapter::Impl::Impl(Context& c, TelegramOptions o)
-    : context(c), options(std::move(o)), strand(asio::make_strand(c.io())), http(std::make_shared<HttpClient>(c)) {}
+    : context(c),
+      options(std::move(o)),
+      strand(asio::make_strand(c.io())),
+      http(std::make_shared<HttpClient>(c)),
+      pacer(c.io(), strand,
+            chat::Pacer::Options{options.chat_interval,
+                                 static_cast<std::size_t>(std::max(1, options.group_messages_per_minute)),
+                                 // Groups, supergroups and channels have negative ids.
+                                 [](const std::string& chat) { return !chat.empty() && chat[0] == '-'; }}) {}
 
 void TelegramAdapter::Impl::Log(LogLevel level, const std::string& text) const {
   if (context.ShouldLog(level)) context.Log(level, "telegram: " + Redacted(text));
@@ -120,40 +128,11 @@ HttpCall TelegramAdapter::Impl::Call(std::string method, json params, JsonHandle
 }
 
 void TelegramAdapter::Impl::Paced(const std::string& chat, std::function<void()> send) {
-  asio::post(strand, [self = shared_from_this(), chat, send = std::move(send)]() mutable {
-    const auto now = Clock::now();
-    if (self->pace.size() > 4096) {
-      std::erase_if(self->pace, [&](const auto& kv) {
-        return kv.second.slots.empty() || kv.second.slots.back() + std::chrono::minutes(1) < now;
-      });
-    }
-    Pace& p = self->pace[chat];
-    auto at = std::max(now, p.blocked_until);
-    if (!p.slots.empty()) at = std::max(at, p.slots.back() + self->options.chat_interval);
-    const bool group = !chat.empty() && chat[0] == '-';  // groups, supergroups and channels have negative ids
-    const auto per_minute = static_cast<std::size_t>(std::max(1, self->options.group_messages_per_minute));
-    if (group && p.slots.size() >= per_minute) {
-      at = std::max(at, p.slots[p.slots.size() - per_minute] + std::chrono::minutes(1));
-    }
-    p.slots.push_back(at);
-    while (p.slots.size() > per_minute) p.slots.pop_front();
-    if (at <= now) {
-      send();
-      return;
-    }
-    self->Bump(&TelegramStats::pacing_waits);
-    auto timer = std::make_shared<asio::steady_timer>(self->context.io(), at);
-    timer->async_wait(asio::bind_executor(self->strand, [timer, send = std::move(send)](const asio::error_code&) {
-      send();
-    }));
-  });
+  pacer.Paced(chat, std::move(send), [self = shared_from_this()] { self->Bump(&TelegramStats::pacing_waits); });
 }
 
 void TelegramAdapter::Impl::Penalize(const std::string& chat, std::chrono::milliseconds retry_after) {
-  asio::post(strand, [self = shared_from_this(), chat, retry_after] {
-    Pace& p = self->pace[chat];
-    p.blocked_until = std::max(p.blocked_until, Clock::now() + retry_after);
-  });
+  pacer.Penalize(chat, retry_after);
 }
 
 void TelegramAdapter::Impl::Close() {

@@ -18,6 +18,7 @@
 
 #include "sessionturn/chat/telegram.hpp"
 #include "sessionturn/http.hpp"
+#include "chat/pacer.hpp"
 
 namespace sessionturn {
 
@@ -39,12 +40,9 @@ struct TelegramAdapter::Impl : std::enable_shared_from_this<Impl> {
   std::set<std::string> unsupported_logged;  // methods the server lacks, logged once each
   std::string webhook_secret;
 
+  chat::Pacer pacer;  // per-chat pacing, on the strand
+
   // ---- strand only ----
-  struct Pace {
-    std::deque<Clock::time_point> slots;  // the latest reserved send times, oldest first
-    Clock::time_point blocked_until{};    // a 429's retry_after
-  };
-  std::unordered_map<std::string, Pace> pace;
   bool polling = false;
   Router* router = nullptr;
   std::function<void(Error)> on_fatal;

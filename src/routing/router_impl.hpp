@@ -92,7 +92,7 @@ struct TurnRun {
   bool attached = false;            // re-attached after a restart
   bool done = false;
   std::string open_question;        // the QuestionRun id while the agent waits for an answer
-  bool with_context = false;        // the prompt carried the thread's earlier messages
+  bool with_context = false;        // the thread's earlier messages were fetched for the prompt (maybe none)
   std::vector<ThreadHistoryMessage> context;  // those messages (an edit rebuilds the prompt with them)
   // An edit or deletion that came while the message was still being sent: applied once the runtime
   // has it (user.message), when it can still be changed there.

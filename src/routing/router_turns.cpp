@@ -171,8 +171,10 @@ void Router::Impl::StartTurn(SessionRun& s, Waiting w) {
   Tick(turn);
   PublishGauges();
 
-  auto submit = [turn](Impl& r, std::vector<ThreadHistoryMessage> context) {
-    turn->with_context = !context.empty();
+  // `fetched`: the thread's earlier messages were read for this prompt (even when there were none, as
+  // for a thread the message itself starts): once its turn completes, no later turn carries them.
+  auto submit = [turn](Impl& r, std::vector<ThreadHistoryMessage> context, bool fetched) {
+    turn->with_context = fetched;
     turn->prompt = r.PromptOf(turn->message, context);
     turn->context = std::move(context);
     r.ReadyThenRun(turn, [turn, &r](Driver& d) { r.Submit(turn, d); });
@@ -183,7 +185,7 @@ void Router::Impl::StartTurn(SessionRun& s, Waiting w) {
     auto bound = store->FindBinding(turn->where);
     want_context = bound && *bound && !(*bound)->context_sent;
   }
-  if (!want_context) return submit(*this, {});
+  if (!want_context) return submit(*this, {}, false);
   adapter.AsyncFetchThread(
       turn->where, turn->message.message_id, options.thread_context_messages,
       OnStrand<Result<std::vector<ThreadHistoryMessage>>>(
@@ -191,9 +193,9 @@ void Router::Impl::StartTurn(SessionRun& s, Waiting w) {
             if (!history) {
               r.Log(LogLevel::info, "the thread's earlier messages could not be fetched (the turn goes without them): " +
                                         history.error().ToString());
-              return submit(r, {});
+              return submit(r, {}, false);
             }
-            submit(r, std::move(*history));
+            submit(r, std::move(*history), true);
           }));
 }
 
