@@ -6,7 +6,10 @@ the discovery documents kubectl reads (/version, /api, /api/v1, /apis, /apis/kel
 kelos.dev/v1alpha2 sessions and sessionspawners (GET, LIST with label/field selectors, POST, PUT,
 PATCH merge/strategic/json with resourceVersion conflicts, DELETE, WATCH with resourceVersion,
 BOOKMARKs and 410 Gone), core pods GET, a small Session controller, and control endpoints under
-/_fake/ (no auth; loopback only) for tests.
+/_fake/ (no auth; loopback only) for tests. kube_objects.py adds the built-in kinds a deployment uses
+(Namespace, ServiceAccount, Secret, ConfigMap, Service, PersistentVolumeClaim, Deployment, Role, RoleBinding) with the
+discovery and OpenAPI documents `kubectl apply` needs; kube_rbac.py records every request in Kubernetes
+authorization terms and enforces RBAC for tokens registered as ServiceAccounts.
 
 Usage: kube_apiserver.py --dir DIR [--token TOKEN] [--ready-delay SECONDS] [--port 0]
 On start it writes DIR/ca.crt, DIR/client.crt, DIR/client.key (a client certificate the server
@@ -32,6 +35,8 @@ Control endpoints (JSON bodies):
   POST /_fake/pods          {"name", "namespace"?, "socket"}
   POST /_fake/exec-faults   {"protocols"?, "exit_code"?, "stderr_text"?, "drop_after_bytes"?}: for every
                              later exec (replaces the previous settings)
+  POST /_fake/rbac/tokens, GET /_fake/audit, POST /_fake/audit/clear: see kube_rbac.py
+  GET  /_fake/objects       the objects of the built-in kinds (kube_objects.py)
   GET  /_fake/log           the requests seen: [{"method","path","query","auth","user_agent","status",
                              "content_type","accept","peer"}] (peer: the client's address and port, which
                              shows whether connections are reused)
@@ -53,6 +58,9 @@ import time
 import urllib.parse
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import kube_objects  # built-in kinds (ServiceAccount, Secret, Service, PVC, Deployment, Role, RoleBinding)
+import kube_rbac  # request attributes, the audit log, RBAC for ServiceAccount tokens
 
 GROUP = "kelos.dev"
 VERSION = "v1alpha2"
@@ -429,6 +437,8 @@ class Handler(BaseHTTPRequestHandler):
                 return False
             if token in self.fake.tokens:
                 user = "token-user"
+            else:
+                user = kube_rbac.token_user(self.fake, token)
         else:
             try:
                 cert = self.connection.getpeercert()
@@ -439,7 +449,8 @@ class Handler(BaseHTTPRequestHandler):
         if user is None:
             self.send_status(401, "Unauthorized", "Unauthorized")
             return False
-        return True
+        url = urllib.parse.urlsplit(self.path)
+        return kube_rbac.authorize(self, user, self.command, url.path, urllib.parse.parse_qs(url.query))
 
     def inject_fault(self, method, path):
         with self.fake.lock:
@@ -517,6 +528,8 @@ class Handler(BaseHTTPRequestHandler):
                 st.pods[(body.get("namespace", "default"), body["name"])] = body["socket"]
             elif path == "/_fake/exec-faults":
                 st.exec_faults = body
+            elif kube_rbac.control(self, method, path, body) or kube_objects.control(self, method, path, body):
+                return
             else:
                 self.send_status(404, "NotFound", "unknown control endpoint " + path)
                 return
@@ -535,16 +548,14 @@ class Handler(BaseHTTPRequestHandler):
         if method == "GET" and path == "/apis":
             gv = {"groupVersion": GV, "version": VERSION}
             self.send_json(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
-                {"name": GROUP, "versions": [gv], "preferredVersion": gv}]})
+                {"name": GROUP, "versions": [gv], "preferredVersion": gv}] + kube_objects.api_groups()})
             return
         if method == "GET" and path == "/api/v1":
             self.send_json(200, {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "v1", "resources": [
                 {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod", "verbs": ["get", "list"],
                  "shortNames": ["po"]},
                 {"name": "pods/exec", "singularName": "", "namespaced": True, "kind": "PodExecOptions",
-                 "verbs": ["create", "get"]},
-                {"name": "namespaces", "singularName": "namespace", "namespaced": False, "kind": "Namespace",
-                 "verbs": ["get", "list"], "shortNames": ["ns"]}]})
+                 "verbs": ["create", "get"]}] + kube_objects.core_resources()})
             return
         if method == "GET" and path == "/apis/" + GV:
             res = []
@@ -568,6 +579,8 @@ class Handler(BaseHTTPRequestHandler):
         m = re.match(r"^/apis/" + re.escape(GV) + r"(?:/namespaces/([^/]+))?/([a-z]+)(?:/([^/]+))?(/status)?$", path)
         if m and m.group(2) in RESOURCES:
             self.resource_route(method, m.group(1), m.group(2), m.group(3), query)
+            return
+        if kube_objects.route(self, method, path, query):
             return
         self.send_status(404, "NotFound", "the server could not find the requested resource")
 
