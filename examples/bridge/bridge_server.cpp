@@ -6,10 +6,13 @@
 namespace sessionturn_bridge {
 namespace st = sessionturn;
 
-void MetricsSink::Counter(const std::string& name, const std::string& help, double total) {
-  auto c = metrics_.GetCounter(name, help);
+void MetricsSink::Counter(const std::string& name, const std::string& help, double total,
+                          const st::MetricLabels& labels) {
+  auto c = metrics_.GetCounter(name, help, labels);
   if (!c) return;
-  double& last = last_[name];
+  std::string key = name;
+  for (const auto& [k, v] : labels) key += '\x1f' + k + '=' + v;
+  double& last = last_[key];
   if (total > last) (*c)->Increment(total - last);
   last = total;
 }
@@ -18,8 +21,8 @@ void MetricsSink::Gauge(const std::string& name, const std::string& help, double
   if (auto g = metrics_.GetGauge(name, help)) (*g)->Set(value);
 }
 
-BridgeServer::BridgeServer(st::Context& context, std::string listen, st::SessionBackend&)
-    : context_(context), listen_(std::move(listen)) {
+BridgeServer::BridgeServer(st::Context& context, std::string listen, st::SessionBackend& backend)
+    : context_(context), listen_(std::move(listen)), backend_(backend), probe_(std::make_shared<BackendProbe>()) {
   if (listen_.empty()) return;
   st::HttpServerOptions options;
   options.listen = listen_;
@@ -28,8 +31,10 @@ BridgeServer::BridgeServer(st::Context& context, std::string listen, st::Session
     respond({200, {{"Content-Type", "text/plain"}}, "ok\n"});
   });
   Handle("GET", "/readyz", [this](const st::ServerRequest&, st::HttpRespond respond) {
-    const bool ready = ready_ && ready_();
-    respond({ready ? 200 : 503, {{"Content-Type", "text/plain"}}, ready ? "ready\n" : "the platform is not connected\n"});
+    if (!ready_ || !ready_()) {
+      return respond({503, {{"Content-Type", "text/plain"}}, "the platform is not connected\n"});
+    }
+    ProbeBackend(std::move(respond));
   });
   Handle("GET", "/metrics", [this](const st::ServerRequest&, st::HttpRespond respond) {
     std::string body;
@@ -45,6 +50,48 @@ BridgeServer::BridgeServer(st::Context& context, std::string listen, st::Session
 BridgeServer::~BridgeServer() = default;
 
 void BridgeServer::SetReady(std::function<bool()> ready) { ready_ = std::move(ready); }
+
+namespace {
+st::ServerResponse BackendAnswer(bool ok, const std::string& error) {
+  if (ok) return {200, {{"Content-Type", "text/plain"}}, "ready\n"};
+  return {503, {{"Content-Type", "text/plain"}}, "the backend is not reachable: " + error + "\n"};
+}
+}  // namespace
+
+// Probes come every few seconds from every kubelet and load balancer: the backend is asked at most
+// once per kProbeTtl (a List, the cheapest call every backend has), and a probe meanwhile gets the
+// last answer at once. Only the very first probe waits for the backend.
+void BridgeServer::ProbeBackend(st::HttpRespond respond) {
+  static constexpr std::chrono::seconds kProbeTtl{10};
+  auto probe = probe_;
+  bool start = false;
+  std::optional<st::ServerResponse> answer;
+  {
+    std::lock_guard lock(probe->mu);
+    const auto now = std::chrono::steady_clock::now();
+    if (!probe->running && (!probe->have || now - probe->at >= kProbeTtl)) start = probe->running = true;
+    if (probe->have) {
+      answer = BackendAnswer(probe->ok, probe->error);
+    } else {
+      probe->waiting.push_back(std::move(respond));
+    }
+  }
+  if (answer) respond(std::move(*answer));
+  if (!start) return;
+  backend_.AsyncList("", [probe](st::Result<std::vector<st::SessionInfo>> sessions) {
+    std::vector<st::HttpRespond> waiting;
+    {
+      std::lock_guard lock(probe->mu);
+      probe->running = false;
+      probe->have = true;
+      probe->at = std::chrono::steady_clock::now();
+      probe->ok = sessions.has_value();
+      probe->error = sessions ? std::string() : sessions.error().ToString();
+      waiting.swap(probe->waiting);
+    }
+    for (auto& r : waiting) r(BackendAnswer(sessions.has_value(), sessions ? "" : sessions.error().ToString()));
+  });
+}
 void BridgeServer::SetMetrics(std::function<void(MetricsSink&)> collect) { collect_ = std::move(collect); }
 void BridgeServer::SetRouter(st::Router* router) { router_ = router; }
 

@@ -57,7 +57,8 @@ void ExportMetrics(br::BridgeServer& server, st::SlackAdapter* adapter) {
   server.SetMetrics([adapter](br::MetricsSink& m) {
     const st::SlackStats s = adapter->Stats();
     m.Counter("sessionturn_platform_calls_total", "Web API calls made", s.calls);
-    m.Counter("sessionturn_platform_errors_total", "Web API calls that failed", s.call_errors);
+    m.CountersBy("sessionturn_platform_errors_total", "Web API calls that failed, by Slack's error code", "code",
+                 s.errors_by_code);
     m.Counter("sessionturn_rate_limit_waits_total", "429 answers and posts that waited for their channel's pace",
               s.rate_limited + s.pacing_waits);
     m.Counter("sessionturn_updates_total", "events received from Slack", s.events_received);

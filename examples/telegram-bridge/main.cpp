@@ -96,7 +96,8 @@ int Run(const TelegramFlags& f, const Secrets& secrets) {
   server.SetMetrics([a = adapter->get()](br::MetricsSink& m) {
     const st::TelegramStats s = a->Stats();
     m.Counter("sessionturn_platform_calls_total", "Bot API calls made", s.calls);
-    m.Counter("sessionturn_platform_errors_total", "Bot API calls that failed", s.call_errors);
+    m.CountersBy("sessionturn_platform_errors_total", "Bot API calls that failed, by error code", "code",
+                 s.errors_by_code);
     m.Counter("sessionturn_rate_limit_waits_total", "429 answers and sends that waited for their chat's pace",
               s.rate_limited + s.pacing_waits);
     m.Counter("sessionturn_updates_total", "updates received from Telegram", s.updates_received);

@@ -126,6 +126,17 @@ HttpCall SlackAdapter::Impl::Call(std::string method, json params, JsonHandler d
     Result<json> result = response ? slack::ReadResponse(method, response->status, response->body,
                                                          response->Header("Retry-After"))
                                    : Result<json>(Fail(response.error()));
+    std::string code;  // for the errors-by-code metric
+    if (!result) {
+      if (!response) {
+        code = ToString(response.error().code);
+      } else {
+        const json answer = json::parse(response->body, nullptr, false);
+        code = answer.is_object() && answer.contains("error") && answer["error"].is_string()
+                   ? answer["error"].get<std::string>()
+                   : "http_" + std::to_string(response->status);
+      }
+    }
     if (!result) {
       Error& e = result.error();
       e.message = self->Redacted(std::move(e.message));
@@ -144,6 +155,9 @@ HttpCall SlackAdapter::Impl::Call(std::string method, json params, JsonHandler d
       {
         std::lock_guard lock(self->mu);
         ++self->stats.call_errors;
+        // Bounded: Slack's codes are a few dozen words; anything odd shares one series.
+        if (self->stats.errors_by_code.size() >= 64 && !self->stats.errors_by_code.count(code)) code = "other";
+        ++self->stats.errors_by_code[code];
         if (e.code == Errc::unavailable && e.retry_after.count() > 0) ++self->stats.rate_limited;
         if (e.message.find("unknown_method") != std::string::npos) {
           first_unknown = self->unsupported_logged.insert(method).second;

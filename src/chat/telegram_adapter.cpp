@@ -112,6 +112,7 @@ HttpCall TelegramAdapter::Impl::Call(std::string method, json params, JsonHandle
       {
         std::lock_guard lock(self->mu);
         ++self->stats.call_errors;
+        ++self->stats.errors_by_code[e.http_status > 0 ? std::to_string(e.http_status) : std::string(ToString(e.code))];
         if (e.http_status == 429) ++self->stats.rate_limited;
       }
       if (e.http_status == 404 && e.code == Errc::not_found) {

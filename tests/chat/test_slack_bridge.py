@@ -7,6 +7,7 @@ fake and bridge and ends both. The build dir comes from $SESSIONTURN_BINARY_DIR.
 import os
 import re
 import signal
+import socket
 import sys
 import time
 import unittest
@@ -202,7 +203,7 @@ class Delivery(SlackCase):
         self.assertEqual(len(fake.bot_messages(DM_ANN)), 1, fake.bot_texts(DM_ANN))
 
     def test_429_storm(self):
-        fake, _ = self.start_connected(provider="slow.json")
+        fake, bridge = self.start_connected(provider="slow.json")
         fake.fault(method="chat.postMessage", kind="ratelimited", retry_after=1, count=3)
         fake.say(DM_ANN, "through the storm")
         first = fake.wait_text(DM_ANN, "slow reply #1", timeout=30)
@@ -216,6 +217,9 @@ class Delivery(SlackCase):
         limited = [c["method"] for c in fake.calls() if c["status"] == 429]
         self.assertEqual(limited.count("chat.postMessage"), 3, limited)
         self.assertGreaterEqual(limited.count("chat.update"), 1, limited)
+        _, metrics = request(bridge.base + "/metrics")
+        m = re.search(r'^sessionturn_platform_errors_total\{code="ratelimited"\} (\S+)$', str(metrics), re.M)
+        self.assertTrue(m and float(m.group(1)) >= 4, metrics)
 
     def test_refused_blocks_go_as_text(self):
         fake, bridge = self.start_connected()
@@ -317,6 +321,23 @@ class Operations(SlackCase):
         good = self.start_bridge(fake)
         fake.wait_connections(1)
         self.assertEqual(good.stop(signal.SIGTERM), 0, good.stderr())
+
+    def test_not_ready_while_the_backend_is_unreachable(self):
+        with socket.socket() as s:  # a port nothing listens on
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        kubeconfig = os.path.join(self.root, "kubeconfig")
+        with open(kubeconfig, "w") as f:
+            f.write("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:%d', "
+                    "insecure-skip-tls-verify: true}\nusers:\n- name: u\n  user: {token: t}\ncontexts:\n- name: x\n"
+                    "  context: {cluster: c, user: u, namespace: ns}\ncurrent-context: x\n" % port)
+        fake = self.start_fake()
+        bridge = self.start_bridge(fake, "--backend", "kubernetes", "--kubeconfig", kubeconfig, "--spawner", "sp")
+        fake.wait_connections(1)
+        status, text = request(bridge.base + "/readyz")
+        self.assertEqual(status, 503, text)
+        self.assertIn("backend is not reachable", text)
+        self.assertIn("127.0.0.1:%d" % port, text)
 
     def test_link_disabled_ends_the_bridge(self):
         fake, bridge = self.start_connected()

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -72,6 +73,9 @@ struct SlackStats {
   std::uint64_t redeliveries = 0;        // Socket Mode retry_attempt > 0, Events API X-Slack-Retry-Num
   std::uint64_t calls = 0;               // Web API calls made
   std::uint64_t call_errors = 0;         // calls that ended in an error
+  // call_errors by Slack's error code ("ratelimited", "invalid_blocks", ...), "http_<status>" when the
+  // answer had none, or the Errc's name when no answer came ("timeout", "connection_failed").
+  std::map<std::string, std::uint64_t> errors_by_code;
   std::uint64_t rate_limited = 0;        // 429s
   std::uint64_t pacing_waits = 0;        // sends that waited for their channel's pace
   std::uint64_t plain_text_retries = 0;  // blocks refused, sent again as text only

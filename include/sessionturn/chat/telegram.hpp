@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -59,6 +60,9 @@ struct TelegramStats {
   std::uint64_t updates_ignored = 0;    // not for the router (stickers, service messages): logged at debug
   std::uint64_t calls = 0;              // Bot API calls made
   std::uint64_t call_errors = 0;        // calls that ended in an error
+  // call_errors by the Bot API's error_code ("429", "400", ...), or the Errc's name when no answer
+  // came ("timeout", "connection_failed").
+  std::map<std::string, std::uint64_t> errors_by_code;
   std::uint64_t rate_limited = 0;       // 429s
   std::uint64_t plain_text_retries = 0; // HTML refused, sent again as plain text
   std::uint64_t pacing_waits = 0;       // sends that waited for their chat's pace
