@@ -262,29 +262,31 @@ ChatCapabilities SlackAdapter::Capabilities() const {
   return caps;
 }
 
+void SlackAdapter::Impl::CallWithTextFallback(std::string method, json with_blocks, json text_only,
+                                              JsonHandler done) {
+  Call(method, std::move(with_blocks), [self = shared_from_this(), method, text_only = std::move(text_only),
+                                        done = std::move(done)](Result<json> r) mutable {
+    if (r || !slack::IsBlocksError(r.error())) return done(std::move(r));
+    self->Bump(&SlackStats::plain_text_retries);
+    self->Log(LogLevel::warning, method + " again as text only: " + r.error().message);
+    self->Call(std::move(method), std::move(text_only), std::move(done));
+  });
+}
+
 void SlackAdapter::AsyncPost(const ThreadRef& where, OutboundMessage message, ChatHandler<std::string> handler) {
   auto self = impl_;
   auto send = [self, where, message = std::move(message), handler = std::move(handler)]() mutable {
-    self->Call("chat.postMessage", slack::PostParams(where, message, true),
-               [self, where, message, handler](Result<json> r) mutable {
-                 auto finish = [self, where, handler](Result<json> r) {
-                   if (!r) {
-                     if (r.error().retry_after.count() > 0) self->pacer.Penalize(where.chat, r.error().retry_after);
-                     return handler(Fail(r.error()));
-                   }
-                   const std::string ts = r->value("ts", "");
-                   if (ts.empty()) return handler(Fail(Errc::protocol_error, "Slack chat.postMessage: no ts"));
-                   self->RememberThread(where);
-                   handler(ts);
-                 };
-                 if (!r && slack::IsBlocksError(r.error())) {
-                   self->Bump(&SlackStats::plain_text_retries);
-                   self->Log(LogLevel::warning, "posting as text only: " + r.error().message);
-                   self->Call("chat.postMessage", slack::PostParams(where, message, false), std::move(finish));
-                   return;
-                 }
-                 finish(std::move(r));
-               });
+    self->CallWithTextFallback("chat.postMessage", slack::PostParams(where, message, true),
+                               slack::PostParams(where, message, false), [self, where, handler](Result<json> r) {
+                                 if (!r) {
+                                   if (r.error().retry_after.count() > 0) self->pacer.Penalize(where.chat, r.error().retry_after);
+                                   return handler(Fail(r.error()));
+                                 }
+                                 const std::string ts = r->value("ts", "");
+                                 if (ts.empty()) return handler(Fail(Errc::protocol_error, "Slack chat.postMessage: no ts"));
+                                 self->RememberThread(where);
+                                 handler(ts);
+                               });
   };
   self->pacer.Paced(where.chat, std::move(send), [self] { self->Bump(&SlackStats::pacing_waits); });
 }
@@ -293,21 +295,12 @@ void SlackAdapter::AsyncEdit(const ThreadRef& where, const std::string& message_
                              ChatStatusHandler handler) {
   auto self = impl_;
   auto send = [self, where, message_id, message = std::move(message), handler = std::move(handler)]() mutable {
-    self->Call("chat.update", slack::UpdateParams(where, message_id, message, true),
-               [self, where, message_id, message, handler](Result<json> r) mutable {
-                 auto finish = [self, where, handler](Result<json> r) {
-                   if (!r && r.error().retry_after.count() > 0) self->pacer.Penalize(where.chat, r.error().retry_after);
-                   handler(r ? Status() : Status(Fail(r.error())));
-                 };
-                 if (!r && slack::IsBlocksError(r.error())) {
-                   self->Bump(&SlackStats::plain_text_retries);
-                   self->Log(LogLevel::warning, "updating as text only: " + r.error().message);
-                   self->Call("chat.update", slack::UpdateParams(where, message_id, message, false),
-                              std::move(finish));
-                   return;
-                 }
-                 finish(std::move(r));
-               });
+    self->CallWithTextFallback("chat.update", slack::UpdateParams(where, message_id, message, true),
+                               slack::UpdateParams(where, message_id, message, false),
+                               [self, where, handler](Result<json> r) {
+                                 if (!r && r.error().retry_after.count() > 0) self->pacer.Penalize(where.chat, r.error().retry_after);
+                                 handler(r ? Status() : Status(Fail(r.error())));
+                               });
   };
   self->pacer.Paced(where.chat, std::move(send), [self] { self->Bump(&SlackStats::pacing_waits); });
 }

@@ -99,6 +99,9 @@ struct SlackAdapter::Impl : std::enable_shared_from_this<Impl> {
   // Slack saw the call, and 5xx of calls safe to repeat, are tried again (options.max_attempts).
   HttpCall Call(std::string method, nlohmann::json params, JsonHandler done, std::chrono::milliseconds timeout = {},
                 bool app_token = false, int attempt = 1);
+  // Calls `method` with `with_blocks`; when Slack refuses the blocks, once more with `text_only`.
+  void CallWithTextFallback(std::string method, nlohmann::json with_blocks, nlohmann::json text_only,
+                            JsonHandler done);
   void Bump(std::uint64_t SlackStats::*counter);
   void Log(LogLevel level, const std::string& text) const;
   std::string Redacted(std::string text) const;

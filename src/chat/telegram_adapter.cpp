@@ -247,29 +247,33 @@ ChatCapabilities TelegramAdapter::Capabilities() const {
   return caps;
 }
 
+void TelegramAdapter::Impl::CallWithPlainFallback(std::string method, json html, json plain, JsonHandler done) {
+  Call(method, std::move(html), [self = shared_from_this(), method, plain = std::move(plain),
+                                 done = std::move(done)](Result<json> r) mutable {
+    if (r || !tg::IsEntityParseError(r.error())) return done(std::move(r));
+    self->Bump(&TelegramStats::plain_text_retries);
+    self->Log(LogLevel::warning, method + " again as plain text: " + r.error().message);
+    self->Call(std::move(method), std::move(plain), std::move(done));
+  });
+}
+
 void TelegramAdapter::AsyncPost(const ThreadRef& where, OutboundMessage message, ChatHandler<std::string> handler) {
   auto self = impl_;
   self->Paced(where.chat, [self, where, message = std::move(message), handler = std::move(handler)]() mutable {
-    auto params = tg::SendParams(where, message, true);
-    self->Call("sendMessage", std::move(params), [self, where, message, handler](Result<json> r) mutable {
-      auto finish = [self, where, handler](Result<json> r) {
-        if (!r) {
-          if (r.error().retry_after.count() > 0) self->Penalize(where.chat, r.error().retry_after);
-          return handler(Fail(r.error()));
-        }
-        const auto id = r->is_object() ? r->value("message_id", std::int64_t{0}) : 0;
-        if (id == 0) return handler(Fail(Errc::protocol_error, "Telegram sendMessage: the answer has no message_id"));
-        handler(std::to_string(id));
-      };
-      if (!r && tg::IsEntityParseError(r.error())) {
-        self->Bump(&TelegramStats::plain_text_retries);
-        self->Log(LogLevel::warning, "sending as plain text: " + r.error().message);
-        message.text = tg::HtmlToPlain(message.text);
-        self->Call("sendMessage", tg::SendParams(where, message, false), std::move(finish));
-        return;
-      }
-      finish(std::move(r));
-    });
+    auto html = tg::SendParams(where, message, true);
+    message.text = tg::HtmlToPlain(message.text);
+    self->CallWithPlainFallback("sendMessage", std::move(html), tg::SendParams(where, message, false),
+                                [self, where, handler](Result<json> r) {
+                                  if (!r) {
+                                    if (r.error().retry_after.count() > 0) self->Penalize(where.chat, r.error().retry_after);
+                                    return handler(Fail(r.error()));
+                                  }
+                                  const auto id = r->is_object() ? r->value("message_id", std::int64_t{0}) : 0;
+                                  if (id == 0) {
+                                    return handler(Fail(Errc::protocol_error, "Telegram sendMessage: the answer has no message_id"));
+                                  }
+                                  handler(std::to_string(id));
+                                });
   });
 }
 
@@ -277,24 +281,14 @@ void TelegramAdapter::AsyncEdit(const ThreadRef& where, const std::string& messa
                                 ChatStatusHandler handler) {
   auto self = impl_;
   self->Paced(where.chat, [self, where, message_id, message = std::move(message), handler = std::move(handler)]() mutable {
-    auto params = tg::EditParams(where, message_id, message, true);
-    self->Call("editMessageText", std::move(params),
-               [self, where, message_id, message, handler](Result<json> r) mutable {
-                 auto finish = [self, where, handler](Result<json> r) {
-                   if (!r && tg::IsNotModified(r.error())) return handler(Status());
-                   if (!r && r.error().retry_after.count() > 0) self->Penalize(where.chat, r.error().retry_after);
-                   handler(r ? Status() : Status(Fail(r.error())));
-                 };
-                 if (!r && tg::IsEntityParseError(r.error())) {
-                   self->Bump(&TelegramStats::plain_text_retries);
-                   self->Log(LogLevel::warning, "editing as plain text: " + r.error().message);
-                   message.text = tg::HtmlToPlain(message.text);
-                   self->Call("editMessageText", tg::EditParams(where, message_id, message, false),
-                              std::move(finish));
-                   return;
-                 }
-                 finish(std::move(r));
-               });
+    auto html = tg::EditParams(where, message_id, message, true);
+    message.text = tg::HtmlToPlain(message.text);
+    self->CallWithPlainFallback("editMessageText", std::move(html), tg::EditParams(where, message_id, message, false),
+                                [self, where, handler](Result<json> r) {
+                                  if (!r && tg::IsNotModified(r.error())) return handler(Status());
+                                  if (!r && r.error().retry_after.count() > 0) self->Penalize(where.chat, r.error().retry_after);
+                                  handler(r ? Status() : Status(Fail(r.error())));
+                                });
   });
 }
 

@@ -61,6 +61,8 @@ struct TelegramAdapter::Impl : std::enable_shared_from_this<Impl> {
   // Returns the first attempt's call (a default handle when the adapter is closed).
   HttpCall Call(std::string method, nlohmann::json params, JsonHandler done, std::chrono::milliseconds timeout = {},
                 int attempt = 1);
+  // Calls `method` with `html`; when Telegram cannot parse its entities, once more with `plain`.
+  void CallWithPlainFallback(std::string method, nlohmann::json html, nlohmann::json plain, JsonHandler done);
   // Runs `send` (on the strand) when `chat`'s pace allows another message.
   void Paced(const std::string& chat, std::function<void()> send);
   void Penalize(const std::string& chat, std::chrono::milliseconds retry_after);
