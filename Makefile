@@ -1,5 +1,5 @@
 # The README's commands. Each target bootstraps what it needs and builds out of tree.
-#   make demo      build, start a local runtime, run two turns with the CLI
+#   make demo      build, start a local runtime, run two turns with the CLI, then both bridges against their fakes
 #   make test      build with warnings as errors and run every test (ctest: unit, integration, kube, chat, c, python)
 #   make bench     release build, run the benchmarks side by side with their comparisons
 #   make sanitize  address+undefined build, full suite
@@ -32,7 +32,7 @@ test: build
 
 # Only what the demo runs (not the test suite), so a first `make demo` is quick.
 demo: bootstrap build/CMakeCache.txt
-	cmake --build build -j$(JOBS) --target sessionturn_cli sessionturn-local-runtime sessionturn-telegram
+	cmake --build build -j$(JOBS) --target sessionturn_cli sessionturn-local-runtime sessionturn-telegram sessionturn-slack
 	scripts/demo build
 
 python: build
