@@ -218,4 +218,40 @@ bool WaitForStop(const std::function<bool()>& stop_requested) {
   return false;
 }
 
+std::unique_ptr<st::Router> MakeRouter(st::Context& context, st::SessionBackend& backend, st::ChatAdapter& adapter,
+                                       st::RouterOptions options) {
+  auto router = st::Router::Create(context, backend, adapter, std::move(options));
+  if (!router) {
+    throw ExitWith{router.error().code == st::Errc::invalid_argument ? kExitConfig : kExitRuntime,
+                   router.error().message};
+  }
+  return std::move(*router);
+}
+
+std::function<void(st::Error)> FatalError::Handler() {
+  return [this](st::Error e) {
+    std::lock_guard lock(mu_);
+    if (raised_) return;
+    error_ = std::move(e);
+    raised_ = true;
+  };
+}
+
+st::Error FatalError::Get() const {
+  std::lock_guard lock(mu_);
+  return error_;
+}
+
+int RunUntilStopped(const char* program, st::Router& router, const FatalError& fatal,
+                    const std::function<void()>& stop_inbound, const std::function<int(const st::Error&)>& exit_for) {
+  const bool signalled = WaitForStop([&] { return fatal.Raised(); });
+  stop_inbound();
+  if (auto s = router.ShutdownAndWait(); !s) std::cerr << program << ": shutdown: " << s.error().message << "\n";
+  if (!signalled) {
+    const st::Error e = fatal.Get();
+    throw ExitWith{exit_for(e), e.message};
+  }
+  return kExitOk;
+}
+
 }  // namespace sessionturn_bridge

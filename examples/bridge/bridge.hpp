@@ -5,10 +5,12 @@
 // key), 3 the platform refused the token at start.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -78,6 +80,31 @@ sessionturn::RouterOptions MakeRouterOptions(const CommonFlags& flags, const std
 
 // Prints the start-up warnings (anyone may talk when the allow-lists are empty).
 void WarnOpenAccess(const char* program, const CommonFlags& flags);
+
+// The Router for a bridge. Throws ExitWith: kExitConfig for unusable options, kExitRuntime for the
+// store's errors (another bridge holds it, say).
+std::unique_ptr<sessionturn::Router> MakeRouter(sessionturn::Context& context, sessionturn::SessionBackend& backend,
+                                                sessionturn::ChatAdapter& adapter, sessionturn::RouterOptions options);
+
+// The first fatal error an adapter reports while the bridge runs (its on_fatal), for the main thread.
+class FatalError {
+ public:
+  std::function<void(sessionturn::Error)> Handler();
+  bool Raised() const { return raised_.load(); }
+  sessionturn::Error Get() const;
+
+ private:
+  std::atomic<bool> raised_{false};
+  mutable std::mutex mu_;
+  sessionturn::Error error_;
+};
+
+// Waits for SIGTERM/SIGINT or a fatal error; then `stop_inbound()`, the router's graceful shutdown,
+// and the exit status: kExitOk after a signal, else `exit_for(error)` with the error's message thrown
+// as ExitWith.
+int RunUntilStopped(const char* program, sessionturn::Router& router, const FatalError& fatal,
+                    const std::function<void()>& stop_inbound,
+                    const std::function<int(const sessionturn::Error&)>& exit_for);
 
 // SIGINT/SIGTERM: blocked in every thread (call BlockSignals before any thread starts); WaitForStop
 // returns when one arrives (true) or when `stop_requested` returns true (false), checked every 100 ms.

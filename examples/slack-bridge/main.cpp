@@ -2,9 +2,7 @@
 // adapter, the Router and a backend, wired from flags (docs/bridges.md). Secrets come from the
 // environment or files only: $SLACK_BOT_TOKEN / --bot-token-file, $SLACK_APP_TOKEN / --app-token-file
 // (Socket Mode), $SLACK_SIGNING_SECRET / --signing-secret-file (Events API).
-#include <atomic>
 #include <iostream>
-#include <mutex>
 
 #include <sessionturn/chat/slack.hpp>
 #include <sessionturn/http_server.hpp>
@@ -73,6 +71,8 @@ void ExportMetrics(br::BridgeServer& server, st::SlackAdapter* adapter) {
 
 // The bridge once configured: runs until a signal or a fatal platform error.
 int Run(const SlackFlags& f, const Secrets& secrets) {
+  // Before the Context: an adapter's on_fatal may still run on a worker while Run unwinds.
+  br::FatalError fatal;
   st::ContextOptions context_options;
   context_options.threads = 2;
   context_options.min_level = br::LogLevelOf(f.common.log_level);
@@ -99,27 +99,13 @@ int Run(const SlackFlags& f, const Secrets& secrets) {
   br::BridgeServer server(context, f.common.listen, *backend);
   auto router_options = br::MakeRouterOptions(f.common, "slack", bot->team_id + "-" + bot->user_id, bot->user);
   router_options.on_turn_finished = server.TurnObserver();
-  auto router = st::Router::Create(context, *backend, **adapter, std::move(router_options));
-  if (!router) {
-    throw br::ExitWith{router.error().code == st::Errc::invalid_argument ? br::kExitConfig : br::kExitRuntime,
-                       router.error().message};
-  }
-
-  std::atomic<bool> fatal{false};
-  std::mutex fatal_mu;
-  st::Error fatal_error;
-  auto on_fatal = [&](st::Error e) {
-    std::lock_guard lock(fatal_mu);
-    fatal_error = std::move(e);
-    fatal = true;
-  };
-
+  auto router = br::MakeRouter(context, *backend, **adapter, std::move(router_options));
   const bool events = f.mode == "events";
   server.SetReady([a = adapter->get(), events] { return events || a->SocketConnected(); });
   ExportMetrics(server, adapter->get());
-  server.SetRouter(router->get());
+  server.SetRouter(router.get());
   if (events) {
-    server.Handle("POST", "/slack/events", [a = adapter->get(), r = router->get()](const st::ServerRequest& req,
+    server.Handle("POST", "/slack/events", [a = adapter->get(), r = router.get()](const st::ServerRequest& req,
                                                                                 st::HttpRespond respond) {
       st::SlackEventsRequest request{req.Header("Content-Type"),     req.Header("X-Slack-Signature"),
                                      req.Header("X-Slack-Request-Timestamp"), req.Header("X-Slack-Retry-Num"),
@@ -136,24 +122,16 @@ int Run(const SlackFlags& f, const Secrets& secrets) {
     ~StopServer() { server.Stop(); }
   } stop_server{server};
 
-  (*router)->Start();
-  if (!events) (*adapter)->StartSocketMode(**router, on_fatal);
+  router->Start();
+  if (!events) (*adapter)->StartSocketMode(*router, fatal.Handler());
   br::WarnOpenAccess(kProgram, f.common);
   std::cerr << "ready: slack bot @" << bot->user << " (" << (bot->team.empty() ? bot->team_id : bot->team)
             << "), " << (events ? "events API" : "socket mode") << ", backend " << br::DescribeBackend(f.common)
             << (listening.empty() ? "" : ", listening " + listening) << std::endl;
 
-  const bool signalled = br::WaitForStop([&] { return fatal.load(); });
-  (*adapter)->StopSocketMode();
-  if (auto s = (*router)->ShutdownAndWait(); !s) {
-    std::cerr << kProgram << ": shutdown: " << s.error().message << "\n";
-  }
-  if (!signalled) {
-    std::lock_guard lock(fatal_mu);
-    throw br::ExitWith{fatal_error.code == st::Errc::unauthorized ? br::kExitToken : br::kExitRuntime,
-                       fatal_error.message};
-  }
-  return br::kExitOk;
+  return br::RunUntilStopped(
+      kProgram, *router, fatal, [&] { (*adapter)->StopSocketMode(); },
+      [](const st::Error& e) { return e.code == st::Errc::unauthorized ? br::kExitToken : br::kExitRuntime; });
 }
 
 }  // namespace

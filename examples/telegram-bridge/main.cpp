@@ -2,11 +2,9 @@
 // The Telegram adapter, the Router and a backend, wired from flags (docs/bridges.md). Secrets come
 // from the environment or files only: $TELEGRAM_BOT_TOKEN / --token-file, $TELEGRAM_WEBHOOK_SECRET /
 // --webhook-secret-file.
-#include <atomic>
 #include <iostream>
 #include <cstring>
 #include <future>
-#include <mutex>
 
 #include <sessionturn/chat/telegram.hpp>
 #include <sessionturn/http_server.hpp>
@@ -51,6 +49,8 @@ Secrets ReadSecrets(const TelegramFlags& f) {
 
 // The bridge once configured: runs until a signal or a fatal platform error.
 int Run(const TelegramFlags& f, const Secrets& secrets) {
+  // Before the Context: an adapter's on_fatal may still run on a worker while Run unwinds.
+  br::FatalError fatal;
   st::ContextOptions context_options;
   context_options.threads = 2;
   context_options.min_level = br::LogLevelOf(f.common.log_level);
@@ -72,24 +72,11 @@ int Run(const TelegramFlags& f, const Secrets& secrets) {
   br::BridgeServer server(context, f.common.listen, *backend);
   auto router_options = br::MakeRouterOptions(f.common, "telegram", std::to_string(bot->id), bot->username);
   router_options.on_turn_finished = server.TurnObserver();
-  auto router = st::Router::Create(context, *backend, **adapter, std::move(router_options));
-  if (!router) {
-    throw br::ExitWith{router.error().code == st::Errc::invalid_argument ? br::kExitConfig : br::kExitRuntime,
-                       router.error().message};
-  }
+  auto router = br::MakeRouter(context, *backend, **adapter, std::move(router_options));
   (*adapter)->AsyncSetCommands(st::DefaultTelegramCommands(), [&context](st::Status s) {
     if (!s) context.Log(st::LogLevel::warning, "telegram: setMyCommands: " + s.error().message);
   });
   (*adapter)->SetWebhookSecret(secrets.webhook_secret);
-
-  std::atomic<bool> fatal{false};
-  std::mutex fatal_mu;
-  std::string fatal_text;
-  auto on_fatal = [&](st::Error e) {
-    std::lock_guard lock(fatal_mu);
-    fatal_text = e.message;
-    fatal = true;
-  };
 
   server.SetReady([a = adapter->get(), webhook = f.mode == "webhook"] { return webhook || a->Polling(); });
   server.SetMetrics([a = adapter->get()](br::MetricsSink& m) {
@@ -101,9 +88,9 @@ int Run(const TelegramFlags& f, const Secrets& secrets) {
               s.rate_limited + s.pacing_waits);
     m.Counter("sessionturn_updates_total", "updates received from Telegram", s.updates_received);
   });
-  server.SetRouter(router->get());
+  server.SetRouter(router.get());
   if (f.mode == "webhook") {
-    server.Handle("POST", "/telegram", [a = adapter->get(), r = router->get()](const st::ServerRequest& req,
+    server.Handle("POST", "/telegram", [a = adapter->get(), r = router.get()](const st::ServerRequest& req,
                                                                            st::HttpRespond respond) {
       // An absent header and an empty one are both refused, logged as missing.
       const std::string secret = req.Header("X-Telegram-Bot-Api-Secret-Token");
@@ -119,9 +106,9 @@ int Run(const TelegramFlags& f, const Secrets& secrets) {
     ~StopServer() { server.Stop(); }
   } stop_server{server};
 
-  (*router)->Start();
+  router->Start();
   if (f.mode == "poll") {
-    (*adapter)->StartPolling(**router, on_fatal);
+    (*adapter)->StartPolling(*router, fatal.Handler());
   } else if (!f.public_url.empty()) {
     auto set = std::make_shared<std::promise<st::Status>>();
     auto done = set->get_future();
@@ -133,16 +120,8 @@ int Run(const TelegramFlags& f, const Secrets& secrets) {
   std::cerr << "ready: telegram bot @" << bot->username << ", backend " << br::DescribeBackend(f.common)
             << (listening.empty() ? "" : ", listening " + listening) << std::endl;
 
-  const bool signalled = br::WaitForStop([&] { return fatal.load(); });
-  (*adapter)->StopPolling();
-  if (auto s = (*router)->ShutdownAndWait(); !s) {
-    std::cerr << kProgram << ": shutdown: " << s.error().message << "\n";
-  }
-  if (!signalled) {
-    std::lock_guard lock(fatal_mu);
-    throw br::ExitWith{br::kExitRuntime, fatal_text};
-  }
-  return br::kExitOk;
+  return br::RunUntilStopped(kProgram, *router, fatal, [&] { (*adapter)->StopPolling(); },
+                             [](const st::Error&) { return br::kExitRuntime; });
 }
 
 }  // namespace

@@ -1,9 +1,10 @@
 // The Slack adapter: creation, the Web API call layer, pacing and the outbound side (chat/slack.hpp).
 // Inbound is in slack_inbound.cpp (both modes) and slack_socket.cpp (Socket Mode).
-#include <future>
 #include <map>
 #include <set>
 
+#include "blocking.hpp"
+#include "chat/retry.hpp"
 #include "chat/slack_impl.hpp"
 #include "chat/slack_wire.hpp"
 
@@ -140,10 +141,7 @@ HttpCall SlackAdapter::Impl::Call(std::string method, json params, JsonHandler d
     if (!result) {
       Error& e = result.error();
       e.message = self->Redacted(std::move(e.message));
-      const bool unsent = e.code == Errc::connection_failed;
-      const bool transient = e.code == Errc::connection_lost || e.code == Errc::timeout ||
-                             (e.http_status >= 500 && e.http_status < 600);
-      if (attempt < self->options.max_attempts && (unsent || (transient && Repeatable(method)))) {
+      if (attempt < self->options.max_attempts && chat::WorthRetrying(e, Repeatable(method))) {
         auto timer = std::make_shared<asio::steady_timer>(self->context.io(), std::chrono::milliseconds(250 * attempt));
         timer->async_wait([self, timer, method = std::move(method), params = std::move(params),
                            done = std::move(done), timeout, app_token, attempt](const asio::error_code&) mutable {
@@ -235,13 +233,8 @@ void SlackAdapter::AsyncConnect(std::function<void(Result<SlackBotInfo>)> done) 
 }
 
 Result<SlackBotInfo> SlackAdapter::Connect() {
-  if (impl_->context.InWorkerThread()) {
-    return Fail(Errc::would_block, "SlackAdapter::Connect blocks; call it from your own thread");
-  }
-  auto promise = std::make_shared<std::promise<Result<SlackBotInfo>>>();
-  auto future = promise->get_future();
-  AsyncConnect([promise](Result<SlackBotInfo> r) { promise->set_value(std::move(r)); });
-  return future.get();
+  return blocking::Call<SlackBotInfo>(impl_->context, impl_->options.request_timeout * impl_->options.max_attempts,
+                                      "SlackAdapter::Connect", [this](auto done) { AsyncConnect(std::move(done)); });
 }
 
 ChatCapabilities SlackAdapter::Capabilities() const {

@@ -26,6 +26,14 @@ inline constexpr std::size_t kMaxButtonValueBytes = 2000;
 // chat.postMessage truncates `text` past 40,000 characters; the fallback text is kept below.
 inline constexpr std::size_t kMaxTextChars = 40000;
 
+// object[key] when it is a string, else "" (Slack leaves fields out freely).
+inline std::string JsonString(const nlohmann::json& object, const char* key) {
+  if (!object.is_object()) return {};
+  auto it = object.find(key);
+  if (it == object.end() || !it->is_string()) return {};
+  return it->get<std::string>();
+}
+
 // One Socket Mode frame from Slack.
 struct Envelope {
   std::string type;         // "hello", "disconnect", "events_api", "interactive", "slash_commands", ...

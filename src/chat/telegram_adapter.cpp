@@ -5,6 +5,7 @@
 #include "blocking.hpp"
 #include "chat/telegram_impl.hpp"
 #include "chat/telegram_wire.hpp"
+#include "chat/retry.hpp"
 
 namespace sessionturn {
 
@@ -98,10 +99,7 @@ HttpCall TelegramAdapter::Impl::Call(std::string method, json params, JsonHandle
     if (!result) {
       Error& e = result.error();
       e.message = self->Redacted(std::move(e.message));
-      const bool unsent = e.code == Errc::connection_failed;
-      const bool transient = e.code == Errc::connection_lost || e.code == Errc::timeout ||
-                             (e.http_status >= 500 && e.http_status < 600);
-      if (attempt < self->options.max_attempts && (unsent || (transient && Repeatable(method)))) {
+      if (attempt < self->options.max_attempts && chat::WorthRetrying(e, Repeatable(method))) {
         auto timer = std::make_shared<asio::steady_timer>(self->context.io(), std::chrono::milliseconds(250 * attempt));
         timer->async_wait([self, timer, method = std::move(method), params = std::move(params),
                            done = std::move(done), timeout, attempt](const asio::error_code&) mutable {
@@ -198,13 +196,8 @@ void TelegramAdapter::AsyncConnect(std::function<void(Result<TelegramBotInfo>)> 
 }
 
 Result<TelegramBotInfo> TelegramAdapter::Connect() {
-  if (impl_->context.InWorkerThread()) {
-    return Fail(Errc::would_block, "TelegramAdapter::Connect blocks; call it from your own thread");
-  }
-  auto promise = std::make_shared<std::promise<Result<TelegramBotInfo>>>();
-  auto future = promise->get_future();
-  AsyncConnect([promise](Result<TelegramBotInfo> r) { promise->set_value(std::move(r)); });
-  return future.get();
+  return blocking::Call<TelegramBotInfo>(impl_->context, impl_->options.request_timeout * impl_->options.max_attempts,
+                                         "TelegramAdapter::Connect", [this](auto done) { AsyncConnect(std::move(done)); });
 }
 
 void TelegramAdapter::AsyncSetCommands(std::vector<TelegramCommand> commands, std::function<void(Status)> done) {

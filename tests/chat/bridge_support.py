@@ -136,33 +136,18 @@ class Fake:
         return self.post("faults", body)
 
 
-class Bridge:
-    """sessionturn-telegram against a fake; output goes to files (read with output())."""
+class BridgeProcess:
+    """A bridge program started as a user would, its output in files under root (read with stderr()); ready once
+    it printed the line `ready_pattern` matches (group 1: the --listen address, when it listens)."""
 
-    def __init__(self, root, fake_url, *extra, env=None, token=TOKEN, state_dir=None, provider=None,
-                 wait_ready=True, listen="127.0.0.1:0"):
-        self.root = root
-        self.state_dir = state_dir or os.path.join(root, "state")
-        self.n = len([p for p in os.listdir(root) if p.startswith("bridge-")])
-        self.out_path = os.path.join(root, "bridge-%d.out" % self.n)
-        self.err_path = os.path.join(root, "bridge-%d.err" % self.n)
-        full_env = {k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "SESSIONTURN_"))}
-        if token is not None:
-            full_env["TELEGRAM_BOT_TOKEN"] = token
-        full_env.update(env or {})
-        argv = [BRIDGE]
-        if fake_url:
-            argv += ["--api-url", fake_url]
-        argv += ["--state-dir", self.state_dir, "--runtime-program", RUNTIME, "--log-level", "debug"]
-        if listen:
-            argv += ["--listen", listen]
-        if provider:
-            argv += ["--provider", provider if ":" in provider or provider == "echo"
-                     else "script:" + os.path.join(SCRIPTS, provider)]
-        argv += list(extra)
+    def __init__(self, root, prefix, argv, env, ready_pattern, wait_ready=True):
+        self.n = len([p for p in os.listdir(root) if p.startswith(prefix + "-")])
+        self.out_path = os.path.join(root, "%s-%d.out" % (prefix, self.n))
+        self.err_path = os.path.join(root, "%s-%d.err" % (prefix, self.n))
         self.argv = argv
+        self.ready_pattern = ready_pattern
         with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
-            self.proc = subprocess.Popen(argv, stdout=out, stderr=err, env=full_env, stdin=subprocess.DEVNULL)
+            self.proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env, stdin=subprocess.DEVNULL)
         self.listen = None
         if wait_ready:
             self.wait_ready()
@@ -170,7 +155,7 @@ class Bridge:
     def wait_ready(self, timeout=15):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            m = re.search(r"^ready: telegram bot @\S+, backend .*?(?:, listening (\S+))?$", self.stderr(), re.M)
+            m = re.search(self.ready_pattern, self.stderr(), re.M)
             if m:
                 self.listen = m.group(1)
                 return
@@ -203,6 +188,36 @@ class Bridge:
 
     def kill(self):
         return stop_process(self.proc, signal.SIGKILL)
+
+
+def common_argv(program, api_url, state_dir, listen, provider, extra):
+    """The flags every bridge test passes: the fake's API, the state dir, the local runtime, debug logs."""
+    argv = [program]
+    if api_url:
+        argv += ["--api-url", api_url]
+    argv += ["--state-dir", state_dir, "--runtime-program", RUNTIME, "--log-level", "debug"]
+    if listen:
+        argv += ["--listen", listen]
+    if provider:
+        argv += ["--provider", provider if ":" in provider or provider == "echo"
+                 else "script:" + os.path.join(SCRIPTS, provider)]
+    return argv + list(extra)
+
+
+class Bridge(BridgeProcess):
+    """sessionturn-telegram against a fake."""
+
+    def __init__(self, root, fake_url, *extra, env=None, token=TOKEN, state_dir=None, provider=None,
+                 wait_ready=True, listen="127.0.0.1:0"):
+        self.root = root
+        self.state_dir = state_dir or os.path.join(root, "state")
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "SESSIONTURN_"))}
+        if token is not None:
+            full_env["TELEGRAM_BOT_TOKEN"] = token
+        full_env.update(env or {})
+        argv = common_argv(BRIDGE, fake_url, self.state_dir, listen, provider, extra)
+        super().__init__(root, "bridge", argv, full_env,
+                         r"^ready: telegram bot @\S+, backend .*?(?:, listening (\S+))?$", wait_ready)
 
 
 def kill_runtimes(state_dir):

@@ -4,14 +4,12 @@ it, each in the test's temporary directory, always stopped (SIGTERM, then SIGKIL
 
 import json
 import os
-import re
-import signal
 import subprocess
 import sys
 import time
 
-from bridge_support import (BINARY_DIR, RUNTIME, SCRIPTS, SOURCE_DIR, BridgeCase, kill_runtimes,  # noqa: F401
-                            request, stop_process)
+from bridge_support import (BINARY_DIR, SOURCE_DIR, BridgeCase, BridgeProcess, common_argv,  # noqa: F401
+                            kill_runtimes, request, stop_process)
 
 BRIDGE = os.path.join(BINARY_DIR, "examples", "slack-bridge", "sessionturn-slack")
 FAKE = os.path.join(SOURCE_DIR, "tests", "fakes", "slack_api.py")
@@ -110,15 +108,12 @@ class SlackFake:
                                  % (n, timeout, self.get("connections")))
 
 
-class SlackBridge:
-    """sessionturn-slack against the fake; output goes to files (read with stderr())."""
+class SlackBridge(BridgeProcess):
+    """sessionturn-slack against the fake; env values of None remove that variable."""
 
     def __init__(self, root, api_url, *extra, env=None, state_dir=None, provider=None, wait_ready=True,
                  listen="127.0.0.1:0", mode="socket"):
         self.state_dir = state_dir or os.path.join(root, "state")
-        self.n = len([p for p in os.listdir(root) if p.startswith("slack-bridge-")])
-        self.out_path = os.path.join(root, "slack-bridge-%d.out" % self.n)
-        self.err_path = os.path.join(root, "slack-bridge-%d.err" % self.n)
         full_env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "SESSIONTURN_"))}
         full_env.update({"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_APP_TOKEN": APP_TOKEN,
                          "SLACK_SIGNING_SECRET": SIGNING_SECRET})
@@ -127,59 +122,9 @@ class SlackBridge:
                 full_env.pop(k, None)
             else:
                 full_env[k] = v
-        argv = [BRIDGE, "--mode", mode]
-        if api_url:
-            argv += ["--api-url", api_url]
-        argv += ["--state-dir", self.state_dir, "--runtime-program", RUNTIME, "--log-level", "debug"]
-        if listen:
-            argv += ["--listen", listen]
-        if provider:
-            argv += ["--provider", provider if ":" in provider or provider == "echo"
-                     else "script:" + os.path.join(SCRIPTS, provider)]
-        argv += list(extra)
-        self.argv = argv
-        with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
-            self.proc = subprocess.Popen(argv, stdout=out, stderr=err, env=full_env, stdin=subprocess.DEVNULL)
-        self.listen = None
-        if wait_ready:
-            self.wait_ready()
-
-    def wait_ready(self, timeout=15):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            m = re.search(r"^ready: slack bot @\S+ \(.*?\), .*?(?:, listening (\S+))?$", self.stderr(), re.M)
-            if m:
-                self.listen = m.group(1)
-                return
-            if self.proc.poll() is not None:
-                raise AssertionError("the bridge exited %s before it was ready:\n%s" % (self.proc.returncode,
-                                                                                     self.stderr()))
-            time.sleep(0.02)
-        raise AssertionError("the bridge was not ready within %ss:\n%s" % (timeout, self.stderr()))
-
-    @property
-    def base(self):
-        return "http://" + self.listen
-
-    def stderr(self):
-        with open(self.err_path, errors="replace") as f:
-            return f.read()
-
-    def stdout(self):
-        with open(self.out_path, errors="replace") as f:
-            return f.read()
-
-    def wait_exit(self, timeout=15):
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            raise AssertionError("the bridge did not exit within %ss:\n%s" % (timeout, self.stderr()))
-
-    def stop(self, sig=signal.SIGTERM):
-        return stop_process(self.proc, sig)
-
-    def kill(self):
-        return stop_process(self.proc, signal.SIGKILL)
+        argv = common_argv(BRIDGE, api_url, self.state_dir, listen, provider, ["--mode", mode, *extra])
+        super().__init__(root, "slack-bridge", argv, full_env,
+                         r"^ready: slack bot @\S+ \(.*?\), .*?(?:, listening (\S+))?$", wait_ready)
 
 
 class SlackCase(BridgeCase):
