@@ -1,7 +1,8 @@
-// An RFC 6455 WebSocket client over standalone Asio and OpenSSL, for the Kubernetes exec
-// subresource (libcurl 7.88 as shipped here has no WebSocket support). Internal: the public face is
-// KubeExecConnector (sessionturn/kube_exec.hpp). The frame codec (WsReader, EncodeWsFrame) is
-// sans-I/O so it can be fuzzed and unit-tested without a socket.
+// An RFC 6455 WebSocket client over standalone Asio and OpenSSL (libcurl 7.88 as shipped here has no
+// WebSocket support), for the Kubernetes exec subresource (src/kube/exec_connection.cpp) and Slack's
+// Socket Mode. Internal to the library. The frame codec (WsReader, EncodeWsFrame) and the HTTP
+// response parser (ws/response_parser.hpp) are sans-I/O so they can be fuzzed and unit-tested
+// without a socket.
 #pragma once
 
 #include <chrono>
@@ -19,28 +20,38 @@
 
 #include "sessionturn/context.hpp"
 #include "sessionturn/error.hpp"
-#include "sessionturn/kube_exec.hpp"
 
-namespace sessionturn::kube {
+namespace sessionturn::ws {
 
-class TlsContextCache;  // kube/websocket_tls.hpp
+class TlsContextCache;  // ws/websocket_tls.hpp
 
-// Largest message (all fragments together) we accept. The exec channel carries protocol lines of at
-// most 8 MiB (kMaxLineBytes) split arbitrarily into messages; 16 MiB leaves room for framing and a
-// whole line in one message while bounding what a hostile peer can make us buffer.
+// Largest message (all fragments together) we accept by default. The exec channel carries protocol
+// lines of at most 8 MiB (kMaxLineBytes) split arbitrarily into messages; 16 MiB leaves room for
+// framing and a whole line in one message while bounding what a hostile peer can make us buffer.
+// Slack's Socket Mode envelopes are far smaller. WsTarget::max_message overrides it.
 inline constexpr std::size_t kMaxWsMessageBytes = 16u << 20;
 // Largest HTTP response head (status line + headers) we read during the handshake or proxy CONNECT.
 inline constexpr std::size_t kMaxHttpHeadBytes = 64u << 10;
-// Largest non-101 response body we read to explain a refused handshake (a Kubernetes Status is small).
+// Largest non-101 response body we read to explain a refused handshake (a Kubernetes Status, a Slack
+// error page: small).
 inline constexpr std::size_t kMaxErrorBodyBytes = 64u << 10;
-// Defaults for every wait. Connect covers DNS, TCP, proxy CONNECT and TLS; generous because API
-// servers behind load balancers can be slow to accept, but finite so a black hole fails clearly.
+// Defaults for every wait. Connect covers DNS, TCP, proxy CONNECT and TLS; generous because servers
+// behind load balancers can be slow to accept, but finite so a black hole fails clearly.
 inline constexpr std::chrono::milliseconds kDefaultWsConnectTimeout{30'000};
 inline constexpr std::chrono::milliseconds kDefaultWsHandshakeTimeout{30'000};
 inline constexpr std::chrono::milliseconds kDefaultWsCloseTimeout{5'000};
-// Liveness defaults: the exec stream's (kExecPingInterval, why there), as exec is what this client is for.
-inline constexpr std::chrono::milliseconds kDefaultWsPingInterval = kExecPingInterval;
-inline constexpr std::chrono::milliseconds kDefaultWsPongTimeout = kExecPongTimeout;
+// Liveness defaults. A stream may sit idle for a long time, and a peer or middlebox that vanished
+// without a FIN or RST leaves a half-open connection a read would wait on forever: a ping every
+// 20 s, and nothing back within 20 s of it ends the stream, so a dead peer is noticed within 40 s.
+// 20 s also stays inside the 60 s idle timeout common to load balancers and NATs. Users with their
+// own policy (the Kubernetes exec code: kExecPingInterval) set WsTarget's fields.
+inline constexpr std::chrono::milliseconds kDefaultWsPingInterval{20'000};
+inline constexpr std::chrono::milliseconds kDefaultWsPongTimeout{20'000};
+// TCP keepalive defaults, the backstop when pings are off or cannot be written: the first probe
+// after 30 s of silence, then every 10 s, dead after 3 unanswered (within a minute).
+inline constexpr std::chrono::seconds kDefaultWsTcpKeepaliveIdle{30};
+inline constexpr std::chrono::seconds kDefaultWsTcpKeepaliveInterval{10};
+inline constexpr int kDefaultWsTcpKeepaliveCount = 3;
 
 namespace ws_opcode {
 inline constexpr std::uint8_t kContinuation = 0x0;
@@ -51,22 +62,22 @@ inline constexpr std::uint8_t kPing = 0x9;
 inline constexpr std::uint8_t kPong = 0xA;
 }  // namespace ws_opcode
 
-// TLS settings, all in memory (the kubeconfig's *-data fields or files already read).
+// TLS settings, all in memory (e.g. the kubeconfig's *-data fields or files already read).
 struct WsTls {
   std::string ca_pem;       // trusted CAs; empty = the system's default trust store
   std::string cert_pem;     // client certificate (chain) for mutual TLS; empty = none
   std::string key_pem;      // its private key
   std::string server_name;  // SNI and the name verified in the certificate; empty = the host
-  bool insecure = false;    // skip verification (only when the kubeconfig says so)
+  bool insecure = false;    // skip verification (only when the configuration says so)
 };
 
-// TCP keepalive of the socket (kExecTcpKeepaliveIdle, why there). TCP_USER_TIMEOUT is set to
+// TCP keepalive of the socket (kDefaultWsTcpKeepaliveIdle, why there). TCP_USER_TIMEOUT is set to
 // idle + interval * count, so unacknowledged writes fail as soon as a silent peer would.
 struct WsTcpKeepalive {
   bool enabled = true;
-  std::chrono::seconds idle = kExecTcpKeepaliveIdle;
-  std::chrono::seconds interval = kExecTcpKeepaliveInterval;
-  int count = kExecTcpKeepaliveCount;
+  std::chrono::seconds idle = kDefaultWsTcpKeepaliveIdle;
+  std::chrono::seconds interval = kDefaultWsTcpKeepaliveInterval;
+  int count = kDefaultWsTcpKeepaliveCount;
 };
 
 // Where and how to open one WebSocket.
@@ -97,6 +108,13 @@ struct WsTarget {
 
   std::string Describe() const;  // "wss://host:port/path" without the query
 };
+
+// A target for a ws:// or wss:// URL: the host (an IPv6 literal in brackets, stored without them),
+// the port (default 80 or 443), the path and query as given (already URL-encoded; "/" when empty),
+// use_tls for wss://; every other field keeps its default. Errors: Errc::invalid_argument naming
+// what is wrong (the scheme, an empty or malformed host, a bad port, userinfo, a fragment, a byte
+// that must be percent-encoded).
+Result<WsTarget> ParseWsUrl(std::string_view url);
 
 // The proxy URL for `host` from HTTPS_PROXY/https_proxy (or HTTP_PROXY for plain ws), unless
 // NO_PROXY/no_proxy matches it ("*", exact host, ".suffix" or "suffix" domain match, IP).
@@ -132,7 +150,19 @@ class WsReader {
   Status Feed(std::string_view bytes, const EventFn& on_event);
 
  private:
-  Status Poison(Errc code, std::string message);
+  struct FrameHeader {
+    bool fin = true;
+    bool control = false;
+    std::uint8_t opcode = 0;
+    std::uint64_t length = 0;  // of the payload
+    std::size_t size = 2;      // of the header
+  };
+  // The frame header at the start of `avail`, or nullopt while it is incomplete; checks the rules
+  // a header alone can break, the message bound included.
+  Result<std::optional<FrameHeader>> ParseHeader(std::string_view avail);
+  Status OnControl(const FrameHeader& h, std::string_view payload, const EventFn& on_event);
+  Status OnData(const FrameHeader& h, std::string_view payload, const EventFn& on_event);
+  tl::unexpected<Error> Poison(Errc code, std::string message);
 
   std::size_t max_message_;
   std::string buffer_;
@@ -183,4 +213,4 @@ class WebSocket {
   virtual std::string Describe() const = 0;
 };
 
-}  // namespace sessionturn::kube
+}  // namespace sessionturn::ws
