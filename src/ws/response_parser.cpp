@@ -140,8 +140,15 @@ int HttpResponseParser::OnHeadersComplete(http_parser* p) {
   }
   self->field_.clear();
   self->value_.clear();
+  if (p->status_code < 100) {  // http_parser takes "2" or "042" for a status; RFC 9110 §15 wants 3 digits
+    self->Fail(Errc::protocol_error, "malformed HTTP response: status code " + std::to_string(p->status_code));
+    return -1;
+  }
   if (self->Interim()) return kNoBody;  // 1xx carry no body; the final response follows
   HttpHead& head = self->head_;
+  // The reason goes into error messages: no control characters from a hostile peer there.
+  for (char& c : head.reason)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
   head.status = p->status_code;
   head.http_major = p->http_major;
   head.http_minor = p->http_minor;

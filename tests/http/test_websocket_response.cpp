@@ -186,6 +186,7 @@ TEST_CASE("response parser: garbage and truncated replies", "[websocket][respons
   CHECK(verdict("SSH-2.0-OpenSSH_9.2\r\n").code == Errc::protocol_error);
   CHECK(verdict("GET / HTTP/1.1\r\n\r\n").code == Errc::protocol_error);  // a request is no response
   CHECK(verdict("HTTP/1.1 abc Nope\r\n\r\n").code == Errc::protocol_error);
+  CHECK(verdict("HTTP/1.1 2 OK\r\n\r\n").code == Errc::protocol_error);  // http_parser alone would take it
   CHECK(verdict("HTTP/1.1 101 OK\r\nBad Header\r\n\r\n").code == Errc::protocol_error);
   CHECK(verdict(std::string("\x16\x03\x01\x00\x05hello", 10)).code == Errc::protocol_error);  // TLS to a ws:// port
   auto cut = verdict("HTTP/1.1 101 Switching");
