@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "blocking.hpp"
-#include "ws/websocket_tls.hpp"
 #include "sessionturn/kube.hpp"
+#include "ws/websocket_tls.hpp"
 
 namespace sessionturn::kube {
 

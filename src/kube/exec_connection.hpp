@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "conn/line_queue.hpp"
-#include "ws/websocket.hpp"
 #include "sessionturn/connection.hpp"
 #include "sessionturn/kube_exec.hpp"
+#include "ws/websocket.hpp"
 
 namespace sessionturn::kube {
 

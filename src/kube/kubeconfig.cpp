@@ -20,8 +20,8 @@
 
 #include "kube/kube_util.hpp"
 #include "kube/kubeconfig_impl.hpp"
-#include "ws/websocket_tls.hpp"
 #include "sessionturn/kube.hpp"
+#include "ws/websocket_tls.hpp"
 
 namespace sessionturn {
 

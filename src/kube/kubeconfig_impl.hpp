@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "context_gate.hpp"
-#include "ws/websocket_tls.hpp"
 #include "sessionturn/context.hpp"
 #include "sessionturn/kube.hpp"
+#include "ws/websocket_tls.hpp"
 
 namespace sessionturn {
 

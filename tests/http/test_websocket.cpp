@@ -17,10 +17,10 @@
 #include <asio.hpp>
 #include <asio/ssl.hpp>
 
-#include "ws/websocket.hpp"
-#include "ws/websocket_tls.hpp"
 #include "http/ws_client_support.hpp"
 #include "sessionturn/context.hpp"
+#include "ws/websocket.hpp"
+#include "ws/websocket_tls.hpp"
 
 using namespace wsclient;
 

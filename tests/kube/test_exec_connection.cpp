@@ -12,11 +12,11 @@
 #include <asio.hpp>
 
 #include "kube/exec_connection.hpp"
-#include "ws/websocket_tls.hpp"
-#include "support/ws_test_util.hpp"
 #include "sessionturn/context.hpp"
 #include "sessionturn/kube.hpp"
 #include "sessionturn/kube_exec.hpp"
+#include "support/ws_test_util.hpp"
+#include "ws/websocket_tls.hpp"
 
 using namespace sessionturn;
 using wstest::kWait;
