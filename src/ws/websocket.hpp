@@ -193,12 +193,15 @@ class WebSocket {
 
   // Resolves, connects (through the proxy if any), does TLS and the upgrade. Errors: connection_failed
   // (DNS, TCP, TLS, proxy, verification with OpenSSL's reason), timeout (naming the phase),
-  // protocol_error (bad Accept, no agreed sub-protocol), unauthorized/forbidden/not_found (401/403/404
-  // with the Status message), else connection_failed naming the status line.
+  // protocol_error (bad Accept, no agreed sub-protocol, a malformed reply or one whose head exceeds
+  // kMaxHttpHeadBytes), unauthorized/forbidden/not_found (401/403/404) and unavailable (429, 5xx)
+  // with the start of the reply's body (a Kubernetes Status: its message), else connection_failed
+  // naming the status line.
   static void AsyncConnect(Context& context, WsTarget target, ConnectHandler handler);
 
   // Starts delivering messages and the pings (a pong can only be seen once we read). Call once.
-  // Nothing is read before it, so nothing is lost. Pings from the peer are answered with pongs.
+  // Nothing is read before it, and frames that came in the same read as the 101 wait for it, so
+  // nothing is lost. Pings from the peer are answered with pongs.
   virtual void Start(MessageHandler handler) = 0;
   // Sends one message as one frame. `done` may be empty.
   virtual void Send(std::string payload, bool binary, DoneHandler done) = 0;
