@@ -8,11 +8,11 @@
 #include <string_view>
 #include <vector>
 
-#include "kube/websocket.hpp"
+#include "ws/websocket.hpp"
 
-using sessionturn::kube::EncodeWsFrame;
-using sessionturn::kube::WsReader;
-namespace ws_opcode = sessionturn::kube::ws_opcode;
+using sessionturn::ws::EncodeWsFrame;
+using sessionturn::ws::WsReader;
+namespace ws_opcode = sessionturn::ws::ws_opcode;
 
 namespace {
 

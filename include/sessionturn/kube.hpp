@@ -19,9 +19,9 @@
 namespace sessionturn {
 
 class Context;
-namespace kube {
-class TlsContextCache;  // internal: one OpenSSL context per TLS material (src/kube/websocket_tls.hpp)
-}  // namespace kube
+namespace ws {
+class TlsContextCache;  // internal: one OpenSSL context per TLS material (src/ws/websocket_tls.hpp)
+}  // namespace ws
 
 // The default in-cluster service-account directory (token, ca.crt, namespace).
 inline constexpr std::string_view kServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount";
@@ -97,7 +97,7 @@ class KubeConfig {
   // The OpenSSL contexts of the exec WebSockets made from Tls() (ExecEndpointFromConfig), one per
   // TLS material: shared by the copies of this configuration and the connectors made from it, and
   // released with the last of them. An opaque handle; nothing to call on it.
-  std::shared_ptr<kube::TlsContextCache> ExecTlsContexts() const;
+  std::shared_ptr<ws::TlsContextCache> ExecTlsContexts() const;
 
   struct Impl;
 

@@ -16,9 +16,9 @@
 namespace sessionturn {
 
 class KubeConfig;
-namespace kube {
-class TlsContextCache;  // internal: one OpenSSL context per TLS material (src/kube/websocket_tls.hpp)
-}  // namespace kube
+namespace ws {
+class TlsContextCache;  // internal: one OpenSSL context per TLS material (src/ws/websocket_tls.hpp)
+}  // namespace ws
 
 // The container and program the exec runs (PROTOCOL.md §1).
 inline constexpr const char* kKelosAgentContainer = "kelos-agent";
@@ -82,7 +82,7 @@ struct KubeExecEndpoint {
   // connection does not parse the CA and build an OpenSSL context again. ExecEndpointFromConfig
   // sets the KubeConfig's (shared by every connector made from that configuration); empty: the
   // connector keeps its own. The contexts live as long as the last endpoint copy holding them.
-  std::shared_ptr<kube::TlsContextCache> tls_contexts;
+  std::shared_ptr<ws::TlsContextCache> tls_contexts;
 };
 
 // Makes exec connections to one Pod. Thread-safe; AsyncConnect may be called again to reconnect.

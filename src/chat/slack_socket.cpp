@@ -2,6 +2,8 @@
 // connection, hello, envelopes acknowledged once the router stored them, `disconnect` answered by
 // opening the next connection before the old one goes, dropped connections replaced with backoff.
 // Everything here runs on the adapter's strand.
+#include <future>
+
 #include "chat/slack_impl.hpp"
 #include "chat/slack_wire.hpp"
 #include "sessionturn/router.hpp"
@@ -285,8 +287,12 @@ void SlackAdapter::StopSocketMode() {
     self->CloseConnections();
     stopped->set_value();
   });
-  // Once this returns, no delivery reaches the router any more (the bridge destroys it next).
-  if (!impl_->context.InWorkerThread()) done.wait();
+  // Once this returns, no delivery reaches the router any more (the bridge destroys it next). A
+  // stopped Context runs nothing: then nothing reaches the router either, and waiting would hang.
+  if (impl_->context.InWorkerThread()) return;
+  while (done.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
+    if (impl_->context.Stopped()) return;
+  }
 }
 
 bool SlackAdapter::SocketConnected() const noexcept {

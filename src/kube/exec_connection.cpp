@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "blocking.hpp"
-#include "kube/websocket_tls.hpp"
 #include "sessionturn/kube.hpp"
+#include "ws/websocket_tls.hpp"
 
 namespace sessionturn::kube {
 
@@ -68,7 +68,7 @@ Error ExecStatusToError(std::string_view status_json, std::string_view where, st
   return Error(Errc::connection_lost, text);
 }
 
-ExecConnection::ExecConnection(Context& context, std::shared_ptr<WebSocket> socket, std::string describe,
+ExecConnection::ExecConnection(Context& context, std::shared_ptr<ws::WebSocket> socket, std::string describe,
                                ConnectionLimits limits)
     : socket_(std::move(socket)), describe_(std::move(describe)), lines_(limits, describe_, &context) {}
 
@@ -82,12 +82,12 @@ void ExecConnection::Begin() {
   // A weak reference: the socket's handler must not keep this connection alive (the connection owns
   // the socket), so dropping the last Connection reference aborts the socket.
   std::weak_ptr<ExecConnection> weak = shared_from_this();
-  socket_->Start([weak](Result<WebSocket::Message> message) {
+  socket_->Start([weak](Result<ws::WebSocket::Message> message) {
     if (auto self = weak.lock()) self->OnMessage(std::move(message));
   });
 }
 
-void ExecConnection::OnMessage(Result<WebSocket::Message> message) {
+void ExecConnection::OnMessage(Result<ws::WebSocket::Message> message) {
   if (closed_) return;
   if (!message) {
     // The socket ended. After a status the status is the end state; otherwise the transport's reason.
@@ -214,15 +214,15 @@ struct KubeExecConnector::Impl : std::enable_shared_from_this<KubeExecConnector:
         limits(l) {
     // A hand-made endpoint: this connector's connections (one per turn, and every reconnect) still
     // share one TLS context.
-    if (!endpoint.tls_contexts) endpoint.tls_contexts = std::make_shared<kube::TlsContextCache>();
+    if (!endpoint.tls_contexts) endpoint.tls_contexts = std::make_shared<ws::TlsContextCache>();
   }
 
   std::string Describe() const { return "kube-exec:" + namespace_name + "/" + pod; }
 
   // Splits the server URL into the target; the path prefix of the URL (a proxied API server) is kept.
-  Result<kube::WsTarget> Target() const {
+  Result<ws::WsTarget> Target() const {
     std::string_view url = endpoint.server;
-    kube::WsTarget target;
+    ws::WsTarget target;
     if (url.rfind("https://", 0) == 0) {
       url.remove_prefix(8);
       target.use_tls = true;
@@ -264,7 +264,7 @@ struct KubeExecConnector::Impl : std::enable_shared_from_this<KubeExecConnector:
     target.tls.key_pem = endpoint.client_key_pem;
     target.tls.server_name = endpoint.tls_server_name;
     target.tls.insecure = endpoint.insecure_skip_tls_verify;
-    target.proxy = endpoint.proxy_url.empty() ? kube::ProxyFromEnvironment(target.host, target.use_tls)
+    target.proxy = endpoint.proxy_url.empty() ? ws::ProxyFromEnvironment(target.host, target.use_tls)
                                               : endpoint.proxy_url;
     target.subprotocols = {kExecProtocolV5, kExecProtocolV4};
     target.connect_timeout = endpoint.connect_timeout;
@@ -272,6 +272,10 @@ struct KubeExecConnector::Impl : std::enable_shared_from_this<KubeExecConnector:
     target.close_timeout = endpoint.close_timeout;
     target.ping_interval = endpoint.ping_interval;
     target.pong_timeout = endpoint.pong_timeout;
+    // The exec stream's own TCP keepalive policy (kExecTcpKeepaliveIdle, why there), not the ws layer's defaults.
+    target.tcp_keepalive.idle = kExecTcpKeepaliveIdle;
+    target.tcp_keepalive.interval = kExecTcpKeepaliveInterval;
+    target.tcp_keepalive.count = kExecTcpKeepaliveCount;
     target.tls_contexts = endpoint.tls_contexts;
     return target;
   }
@@ -305,11 +309,11 @@ struct KubeExecConnector::Impl : std::enable_shared_from_this<KubeExecConnector:
     blocking::ReportNow(context, std::move(handler), std::move(error));
   }
 
-  void Open(kube::WsTarget target, ConnectHandler handler, bool may_retry) {
+  void Open(ws::WsTarget target, ConnectHandler handler, bool may_retry) {
     auto self = shared_from_this();
-    kube::WebSocket::AsyncConnect(
+    ws::WebSocket::AsyncConnect(
         context, std::move(target),
-        [self, may_retry, handler = std::move(handler)](Result<std::shared_ptr<kube::WebSocket>> ws) mutable {
+        [self, may_retry, handler = std::move(handler)](Result<std::shared_ptr<ws::WebSocket>> ws) mutable {
           if (!ws) {
             if (may_retry && ws.error().code == Errc::unauthorized && self->endpoint.invalidate_token) {
               if (self->endpoint.invalidate_token()) return self->Connect(std::move(handler), false);

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "conn/line_queue.hpp"
-#include "kube/websocket.hpp"
 #include "sessionturn/connection.hpp"
 #include "sessionturn/kube_exec.hpp"
+#include "ws/websocket.hpp"
 
 namespace sessionturn::kube {
 
@@ -41,7 +41,7 @@ Error ExecStatusToError(std::string_view status_json, std::string_view where, st
 // One exec connection. All state lives on the WebSocket's strand.
 class ExecConnection final : public Connection, public std::enable_shared_from_this<ExecConnection> {
  public:
-  ExecConnection(Context& context, std::shared_ptr<WebSocket> socket, std::string describe, ConnectionLimits limits);
+  ExecConnection(Context& context, std::shared_ptr<ws::WebSocket> socket, std::string describe, ConnectionLimits limits);
   ~ExecConnection() override;
 
   // Starts reading; call once after construction.
@@ -61,11 +61,11 @@ class ExecConnection final : public Connection, public std::enable_shared_from_t
   bool IsV5() const { return Protocol() == kExecProtocolV5; }
 
  private:
-  void OnMessage(Result<WebSocket::Message> message);
+  void OnMessage(Result<ws::WebSocket::Message> message);
   void AppendStderr(std::string_view bytes);
   void EndWith(Error error);
 
-  std::shared_ptr<WebSocket> socket_;
+  std::shared_ptr<ws::WebSocket> socket_;
   std::string describe_;
   conn::LineQueue lines_;
   bool closed_ = false;         // Close() ran (strand state)

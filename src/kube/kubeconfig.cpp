@@ -20,8 +20,8 @@
 
 #include "kube/kube_util.hpp"
 #include "kube/kubeconfig_impl.hpp"
-#include "kube/websocket_tls.hpp"
 #include "sessionturn/kube.hpp"
+#include "ws/websocket_tls.hpp"
 
 namespace sessionturn {
 
@@ -407,7 +407,7 @@ const std::string& KubeConfig::ContextName() const noexcept { return impl_->cont
 const std::string& KubeConfig::ProxyUrl() const noexcept { return impl_->proxy_url; }
 const KubeTls& KubeConfig::Tls() const noexcept { return impl_->tls; }
 KubeAuthKind KubeConfig::AuthKind() const noexcept { return impl_->auth; }
-std::shared_ptr<kube::TlsContextCache> KubeConfig::ExecTlsContexts() const { return impl_->exec_tls_contexts; }
+std::shared_ptr<ws::TlsContextCache> KubeConfig::ExecTlsContexts() const { return impl_->exec_tls_contexts; }
 std::string KubeConfig::Describe() const { return impl_->describe; }
 
 }  // namespace sessionturn

@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "context_gate.hpp"
-#include "kube/websocket_tls.hpp"
 #include "sessionturn/context.hpp"
 #include "sessionturn/kube.hpp"
+#include "ws/websocket_tls.hpp"
 
 namespace sessionturn {
 
@@ -87,7 +87,7 @@ struct KubeConfig::Impl {
   mutable std::thread refresher;
 
   // Held here rather than process-wide so that no TLS material outlives its configuration.
-  std::shared_ptr<kube::TlsContextCache> exec_tls_contexts = std::make_shared<kube::TlsContextCache>();
+  std::shared_ptr<ws::TlsContextCache> exec_tls_contexts = std::make_shared<ws::TlsContextCache>();
 
   Impl() = default;
   Impl(const Impl&) = delete;

@@ -12,11 +12,11 @@
 #include <asio.hpp>
 
 #include "kube/exec_connection.hpp"
-#include "kube/websocket_tls.hpp"
-#include "kube/ws_test_util.hpp"
 #include "sessionturn/context.hpp"
 #include "sessionturn/kube.hpp"
 #include "sessionturn/kube_exec.hpp"
+#include "support/ws_test_util.hpp"
+#include "ws/websocket_tls.hpp"
 
 using namespace sessionturn;
 using wstest::kWait;
@@ -111,7 +111,7 @@ namespace {
 
 // A WebSocket that the test scripts: messages are injected, sends are recorded. Tests the channel
 // layer without a network.
-class ScriptedSocket final : public kube::WebSocket, public std::enable_shared_from_this<ScriptedSocket> {
+class ScriptedSocket final : public ws::WebSocket, public std::enable_shared_from_this<ScriptedSocket> {
  public:
   ScriptedSocket(Context& context, std::string protocol)
       : strand_(asio::make_strand(context.io())), protocol_(std::move(protocol)) {}
@@ -566,10 +566,10 @@ TEST_CASE("exec TLS contexts: held by the KubeConfig, shared by its connectors' 
   const std::string server = "https://127.0.0.1:" + std::to_string(fake.server->Port());
   KubeTls tls;
   tls.ca_pem = pki.Pem(pki.ca_crt);
-  kube::WsTls material;
+  ws::WsTls material;
   material.ca_pem = tls.ca_pem;
 
-  std::weak_ptr<kube::TlsContextCache> weak_cache;
+  std::weak_ptr<ws::TlsContextCache> weak_cache;
   std::weak_ptr<asio::ssl::context> weak_context;
   {
     KubeConfig kube = KubeConfig::FromParts(server, tls, "", "ns");

@@ -116,7 +116,10 @@ class SlackAdapter : public ChatAdapter {
   // cannot go on: the app token refused (Errc::unauthorized), Socket Mode turned off for the app
   // (`link_disabled`, Errc::forbidden). Transient failures reconnect with backoff. Connect first.
   void StartSocketMode(Router& router, std::function<void(Error)> on_fatal);
-  void StopSocketMode();  // closes every connection; idempotent
+  // Closes every connection; idempotent. Off a Context worker it returns once no delivery can reach
+  // the router any more (so the router may be destroyed next); on a worker it only requests that.
+  // Envelopes not acknowledged yet are delivered again by Slack to the next start.
+  void StopSocketMode();
   // A Socket Mode connection has said hello and is open (for /readyz).
   bool SocketConnected() const noexcept;
 

@@ -1,6 +1,6 @@
-// TLS contexts of the WebSocket client: the kubeconfig's material applied to an OpenSSL context, and
-// the per-owner cache that lets every connection of one owner share that context.
-#include "kube/websocket_tls.hpp"
+// TLS contexts of the WebSocket client: the caller's material (e.g. a kubeconfig's) applied to an
+// OpenSSL context, and the per-owner cache that lets every connection of one owner share that context.
+#include "ws/websocket_tls.hpp"
 
 #include <cstdint>
 #include <cstdlib>
@@ -13,9 +13,9 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
-#include "kube/websocket_internal.hpp"
+#include "ws/websocket_internal.hpp"
 
-namespace sessionturn::kube {
+namespace sessionturn::ws {
 
 using namespace ws_detail;
 
@@ -30,7 +30,7 @@ BioPtr MemBio(const std::string& pem) {
   return BioPtr(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
 }
 
-// Applies the kubeconfig's TLS material to the context: trust, client certificate, verification mode.
+// Applies the TLS material to the context: trust, client certificate, verification mode.
 Status ConfigureTlsContext(SSL_CTX* ctx, const WsTls& tls) {
   ERR_clear_error();
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
@@ -154,4 +154,4 @@ std::size_t TlsContextCache::Size() const {
   return contexts_.size();
 }
 
-}  // namespace sessionturn::kube
+}  // namespace sessionturn::ws

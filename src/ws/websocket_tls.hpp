@@ -1,6 +1,6 @@
-// TLS contexts for the exec WebSockets: one OpenSSL client context per TLS material, held by the
-// object that owns that material (a KubeConfig and the connectors made from it, or one
-// KubeExecConnector) and released with it. Internal; see TlsContextCache in kube/websocket.hpp.
+// TLS contexts for the WebSocket client: one OpenSSL client context per TLS material, held by the
+// object that owns that material (a KubeConfig and the connectors made from it, one
+// KubeExecConnector, a chat adapter) and released with it. Internal; see WsTarget::tls_contexts.
 #pragma once
 
 #include <array>
@@ -9,14 +9,14 @@
 #include <memory>
 #include <mutex>
 
-#include "kube/websocket.hpp"
+#include "ws/websocket.hpp"
 #include "sessionturn/error.hpp"
 
 namespace asio::ssl {
 class context;
 }  // namespace asio::ssl
 
-namespace sessionturn::kube {
+namespace sessionturn::ws {
 
 // SHA-256 of a TLS material.
 using TlsDigest = std::array<unsigned char, 32>;
@@ -60,4 +60,4 @@ class TlsContextCache {
   std::map<TlsDigest, std::shared_ptr<asio::ssl::context>> contexts_;
 };
 
-}  // namespace sessionturn::kube
+}  // namespace sessionturn::ws

@@ -1,17 +1,18 @@
-// Helpers shared by the WebSocket client's translation units (websocket.cpp: the connection;
-// websocket_http.cpp: HTTP heads and proxies; websocket_codec.cpp: frames; websocket_tls.cpp: TLS
-// contexts). Internal to src/kube.
+// Helpers shared by the WebSocket client's translation units (ws_connect.cpp, ws_handshake.cpp and
+// ws_connection.cpp: the connection; websocket_http.cpp: helpers and refusals; ws_url.cpp: URLs and
+// proxies; response_parser.cpp: HTTP responses; websocket_codec.cpp: frames; websocket_tls.cpp: TLS
+// contexts). Internal to src/ws.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <string>
 #include <string_view>
 
 #include "sessionturn/error.hpp"
+#include "ws/response_parser.hpp"
 
-namespace sessionturn::kube::ws_detail {
+namespace sessionturn::ws::ws_detail {
 
 // How much one read asks the socket for: large enough that a full exec line rarely needs many
 // reads, small enough to keep per-connection memory modest. WsReader compacts its buffer past it.
@@ -26,25 +27,11 @@ std::string HostPort(const std::string& host, std::uint16_t port);
 // The queued OpenSSL errors, joined, and the queue cleared (so they do not leak into a later call).
 std::string DrainOpenSslErrors();
 
-struct HttpHead {
-  int status = 0;
-  std::string status_line;
-  std::map<std::string, std::string> headers;  // lower-case names; repeated headers joined by ", "
-
-  std::string Get(const std::string& name) const {
-    auto it = headers.find(name);
-    return it == headers.end() ? std::string() : it->second;
-  }
-};
-
-Result<HttpHead> ParseHttpHead(std::string_view head);
 // True when the comma-separated header value holds `token` (case-insensitive).
 bool HeaderHasToken(const std::string& value, std::string_view token);
 // Turns a refused upgrade into an Error: the status line, plus the Kubernetes Status message if the
-// body is one, with 401/403/404 mapped to their own codes.
+// body is one (else the body's start), with 401/403/404 mapped to their own codes.
 Error RefusedUpgrade(const std::string& where, const HttpHead& head, std::string_view body);
-// The body of a chunked transfer, as far as it is complete.
-std::string Dechunk(std::string_view in);
 
 struct ProxyUrl {
   std::string host;
@@ -54,4 +41,4 @@ struct ProxyUrl {
 
 Result<ProxyUrl> ParseProxyUrl(std::string_view url);
 
-}  // namespace sessionturn::kube::ws_detail
+}  // namespace sessionturn::ws::ws_detail
