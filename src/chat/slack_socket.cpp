@@ -15,6 +15,7 @@ using nlohmann::json;
 namespace {
 
 constexpr std::chrono::milliseconds kMaxReconnectDelay{30'000};
+constexpr std::size_t kMaxEnvelopeBytes = 1u << 20;
 
 std::string FatalText(const Error& e) {
   if (e.code == Errc::forbidden && e.message.find("link_disabled") != std::string::npos) {
@@ -65,6 +66,9 @@ void SlackAdapter::Impl::OpenConnection() {
           target->tls.key_pem = self->options.tls.client_key_pem;
           target->tls.server_name = self->options.tls.server_name;
           target->tls.insecure = self->options.tls.insecure_skip_verify;
+          // Slack's envelopes carry one event (a message is at most 40,000 characters, with its blocks):
+          // 1 MiB bounds what a connection buffers far below the client's 16 MiB default.
+          target->max_message = kMaxEnvelopeBytes;
           target->ping_interval = self->options.ping_interval;
           target->pong_timeout = self->options.pong_timeout;
           target->proxy = ws::ProxyFromEnvironment(target->host, target->use_tls);
