@@ -47,7 +47,7 @@ TEST_CASE("slack wire: a direct message is a private chat without a thread", "[c
   CHECK(m.kind == MessageKind::new_message);
 }
 
-TEST_CASE("slack wire: a channel mention starts a thread keyed by its ts; the mention is removed", "[chat][slack]") {
+TEST_CASE("slack wire: a channel mention starts a thread keyed by its ts, without the mention", "[chat][slack]") {
   auto m = MessageOf(Callback({{"type", "app_mention"}, {"channel", "C0GEN"}, {"user", "U0ANN"},
                                {"text", "<@U0BOT>: sessions"}, {"ts", "1700000001.000200"}}));
   CHECK(m.thread == "1700000001.000200");

@@ -466,6 +466,8 @@ class Webhooks(Base):
         self.ok("setWebhook", {"url": self.url})
         self.say("retry me")
         self.wait_for(lambda: len(self.got) == 3)
+        # The fake records a delivery once it has the answer, a moment after the receiver got the request.
+        self.wait_for(lambda: len(self.control("deliveries")) == 3)
         self.assertEqual([d["status"] for d in self.control("deliveries")], [500, 500, 200])
         info = self.ok("getWebhookInfo")
         self.assertEqual((info["url"], info["pending_update_count"]), (self.url, 0))
