@@ -130,7 +130,7 @@ int Run(const SlackFlags& f, const Secrets& secrets) {
             << (listening.empty() ? "" : ", listening " + listening) << std::endl;
 
   return br::RunUntilStopped(
-      kProgram, *router, fatal, [&] { (*adapter)->StopSocketMode(); },
+      kProgram, *router, fatal, [&] { (*adapter)->StopInbound(); },
       [](const st::Error& e) { return e.code == st::Errc::unauthorized ? br::kExitToken : br::kExitRuntime; });
 }
 

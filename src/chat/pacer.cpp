@@ -38,11 +38,23 @@ void Pacer::Paced(const std::string& chat, std::function<void()> send, std::func
       return;
     }
     if (waited) waited();
-    auto timer = std::make_shared<asio::steady_timer>(state->io, at);
-    timer->async_wait(asio::bind_executor(state->strand, [timer, send = std::move(send)](const asio::error_code&) {
-      send();
-    }));
+    Wait(state, chat, at, std::move(send));
   });
+}
+
+// Runs `send` at `at`, or later when a 429 put the chat on hold meanwhile (a send already waiting
+// must not go out inside the platform's retry_after).
+void Pacer::Wait(const std::shared_ptr<State>& state, const std::string& chat, Clock::time_point at,
+                 std::function<void()> send) {
+  auto timer = std::make_shared<asio::steady_timer>(state->io, at);
+  timer->async_wait(asio::bind_executor(state->strand, [state, chat, timer, send = std::move(send)](
+                                                           const asio::error_code&) mutable {
+    auto it = state->pace.find(chat);
+    if (it != state->pace.end() && it->second.blocked_until > Clock::now()) {
+      return Wait(state, chat, it->second.blocked_until, std::move(send));
+    }
+    send();
+  }));
 }
 
 void Pacer::Penalize(const std::string& chat, std::chrono::milliseconds retry_after) {

@@ -45,6 +45,8 @@ class Pacer {
     Options options;
     std::unordered_map<std::string, Pace> pace;  // strand only
   };
+  static void Wait(const std::shared_ptr<State>& state, const std::string& chat, Clock::time_point at,
+                   std::function<void()> send);
   std::shared_ptr<State> state_;
 };
 

@@ -215,12 +215,12 @@ void SlackAdapter::AsyncConnect(std::function<void(Result<SlackBotInfo>)> done) 
   impl_->Call("auth.test", json::object(), [self = impl_, done = std::move(done)](Result<json> r) {
     if (!r) return done(Fail(r.error()));
     SlackBotInfo info;
-    info.team_id = r->value("team_id", "");
-    info.team = r->value("team", "");
-    info.user_id = r->value("user_id", "");
-    info.bot_id = r->value("bot_id", "");
-    info.user = r->value("user", "");
-    info.url = r->value("url", "");
+    info.team_id = slack::JsonString(*r, "team_id");
+    info.team = slack::JsonString(*r, "team");
+    info.user_id = slack::JsonString(*r, "user_id");
+    info.bot_id = slack::JsonString(*r, "bot_id");
+    info.user = slack::JsonString(*r, "user");
+    info.url = slack::JsonString(*r, "url");
     if (info.user_id.empty()) {
       return done(Fail(Errc::protocol_error, "Slack auth.test: the answer has no user_id (is this a bot token?)"));
     }
@@ -275,7 +275,7 @@ void SlackAdapter::AsyncPost(const ThreadRef& where, OutboundMessage message, Ch
                                    if (r.error().retry_after.count() > 0) self->pacer.Penalize(where.chat, r.error().retry_after);
                                    return handler(Fail(r.error()));
                                  }
-                                 const std::string ts = r->value("ts", "");
+                                 const std::string ts = slack::JsonString(*r, "ts");
                                  if (ts.empty()) return handler(Fail(Errc::protocol_error, "Slack chat.postMessage: no ts"));
                                  self->RememberThread(where);
                                  handler(ts);
@@ -310,16 +310,24 @@ void SlackAdapter::AsyncTyping(const ThreadRef& where, ChatStatusHandler handler
     }
     self->status_sent[key] = now;
     json params = {{"channel_id", where.chat}, {"thread_ts", where.thread}, {"status", self->options.status_text}};
-    self->Call("assistant.threads.setStatus", std::move(params), [self, handler](Result<json> r) {
+    self->Call("assistant.threads.setStatus", std::move(params), [self, handler, key](Result<json> r) {
       if (r) return handler(Status());
-      if (r.error().code == Errc::unavailable) return handler(Fail(r.error()));  // a 429: the next one tries again
-      asio::post(self->strand, [self, e = r.error()] {
+      // Only Slack saying the app may not set statuses turns them off; anything else (a 429, a timeout)
+      // lets the next call try again.
+      const Errc code = r.error().code;
+      const bool refused = code == Errc::forbidden || code == Errc::unauthorized || code == Errc::not_found ||
+                           code == Errc::invalid_argument;
+      asio::post(self->strand, [self, key, refused, e = r.error()] {
+        if (!refused) {
+          self->status_sent.erase(key);
+          return;
+        }
         if (self->status_disabled) return;
         self->status_disabled = true;
         self->Log(LogLevel::info, "thread status turned off (" + e.message +
                                       "): it needs an app with the Agents & AI Apps feature and assistant:write");
       });
-      handler(Status());  // best effort: the turn goes on without a status
+      handler(refused ? Status() : Status(Fail(r.error())));  // best effort: the turn goes on either way
     });
   });
 }
@@ -336,7 +344,7 @@ void SlackAdapter::AsyncFetchThread(const ThreadRef& where, const std::string& b
               [self = impl_, before = before_message_id, max_messages, handler = std::move(handler)](Result<json> r) {
                 if (!r) return handler(Fail(r.error()));
                 auto history = std::make_shared<std::vector<ThreadHistoryMessage>>(slack::HistoryBefore(
-                    r->value("messages", json::array()), before, max_messages, self->Bot()));
+                    r->contains("messages") ? (*r)["messages"] : json::array(), before, max_messages, self->Bot()));
                 // Authors are user ids: their names (cached, else users.info, else the id) go in first.
                 std::set<std::string> ids;
                 for (const auto& h : *history) {

@@ -39,7 +39,9 @@ struct SlackAdapter::Impl : std::enable_shared_from_this<Impl> {
   static constexpr std::size_t kMaxCachedUsers = 10000;
   // users.info is asked before the router takes a message, and Slack wants an acknowledgement within
   // 3 s: the lookup gets this long, else the user's id stands for the name.
-  static constexpr std::chrono::milliseconds kUserLookupTimeout{2000};
+  // Both lookups (the author's name, whether the bot is in a thread) may come before one message is
+  // handed over, each tried once: 2 x 1.2 s stays inside the 3 s.
+  static constexpr std::chrono::milliseconds kUserLookupTimeout{1200};
   // A failed lookup is not repeated for this long (a 429 storm must not turn into one call per message).
   static constexpr std::chrono::seconds kFailedLookupTtl{60};
   // A thread found without the bot is not asked about again for this long (a busy channel's threads
@@ -73,7 +75,7 @@ struct SlackAdapter::Impl : std::enable_shared_from_this<Impl> {
   // Threads found (through conversations.replies) not to hold a message of the bot: not asked again
   // until the entry expires. "channel/thread_ts".
   std::unordered_map<std::string, Clock::time_point> foreign_threads;
-  std::unordered_map<std::string, std::vector<std::function<void(bool)>>> thread_checks;  // in flight
+  std::unordered_map<std::string, std::vector<std::function<void(Result<bool>)>>> thread_checks;  // in flight
   bool status_disabled = false;
   std::unordered_map<std::string, Clock::time_point> status_sent;  // "channel/thread_ts"
   // Socket Mode.
@@ -85,6 +87,7 @@ struct SlackAdapter::Impl : std::enable_shared_from_this<Impl> {
     std::shared_ptr<asio::steady_timer> hello_timer;
   };
   bool socket_running = false;
+  bool inbound_stopped = false;  // StopInbound: no delivery reaches a router any more
   Router* router = nullptr;
   std::function<void(Error)> on_fatal;
   std::vector<std::shared_ptr<Conn>> conns;
@@ -102,6 +105,10 @@ struct SlackAdapter::Impl : std::enable_shared_from_this<Impl> {
   // Calls `method` with `with_blocks`; when Slack refuses the blocks, once more with `text_only`.
   void CallWithTextFallback(std::string method, nlohmann::json with_blocks, nlohmann::json text_only,
                             JsonHandler done);
+  // Call, tried once (the lookups inbound messages wait for: a retry would outlast Slack's 3 s).
+  HttpCall CallOnce(std::string method, nlohmann::json params, JsonHandler done, std::chrono::milliseconds timeout) {
+    return Call(std::move(method), std::move(params), std::move(done), timeout, false, options.max_attempts);
+  }
   void Bump(std::uint64_t SlackStats::*counter);
   void Log(LogLevel level, const std::string& text) const;
   std::string Redacted(std::string text) const;
@@ -118,8 +125,9 @@ struct SlackAdapter::Impl : std::enable_shared_from_this<Impl> {
   // ignored, refused) or failed. `live` (checked on the strand before the router is called) says the
   // router may still be used.
   // Whether the bot has posted in a channel thread it does not remember (it forgets them when it
-  // restarts): conversations.replies tells, once per thread; then `then(in_thread)` on the strand.
-  void CheckThread(const std::string& chat, const std::string& thread, std::function<void(bool)> then);
+  // restarts): conversations.replies tells, once per thread; then `then(in_thread)` on the strand, or
+  // the error when Slack could not tell (the message is then left for Slack to deliver again).
+  void CheckThread(const std::string& chat, const std::string& thread, std::function<void(Result<bool>)> then);
   void Deliver(slack::ParsedEvent parsed, Router& router, std::function<bool()> live, DoneHandler done);
   // The message part of Deliver, once its thread is known: the author's name, then the router.
   void DeliverMessage(InboundMessage message, Router& router, std::function<bool()> live, DoneHandler done);

@@ -22,7 +22,7 @@ void SlackAdapter::Impl::NameOf(const std::string& user, std::function<void(std:
     auto& waiting = self->lookups[user];
     waiting.push_back(std::move(then));
     if (waiting.size() > 1) return;  // a lookup for this user is in flight: it answers all
-    self->Call(
+    self->CallOnce(
         "users.info", {{"user", user}},
         [self, user](Result<json> r) {
           std::string name = user;
@@ -53,7 +53,7 @@ void SlackAdapter::Impl::NameOf(const std::string& user, std::function<void(std:
 }
 
 void SlackAdapter::Impl::CheckThread(const std::string& chat, const std::string& thread,
-                                     std::function<void(bool)> then) {
+                                     std::function<void(Result<bool>)> then) {
   asio::post(strand, [self = shared_from_this(), chat, thread, then = std::move(then)]() mutable {
     const std::string key = chat + "/" + thread;
     const auto now = Clock::now();
@@ -65,26 +65,26 @@ void SlackAdapter::Impl::CheckThread(const std::string& chat, const std::string&
     waiting.push_back(std::move(then));
     if (waiting.size() > 1) return;
     json params = {{"channel", chat}, {"ts", thread}, {"limit", 200}};
-    self->Call(
+    self->CallOnce(
         "conversations.replies", std::move(params),
         [self, chat, thread, key](Result<json> r) {
-          bool in_thread = false;
+          Result<bool> in_thread = false;
           if (r) {
             const SlackBotInfo me = self->Bot();
-            for (const json& m : r->value("messages", json::array())) {
-              if (!m.is_object()) continue;
-              if ((!me.bot_id.empty() && m.value("bot_id", "") == me.bot_id) ||
-                  (!me.user_id.empty() && m.value("user", "") == me.user_id)) {
+            const json& messages = r->contains("messages") ? (*r)["messages"] : json();
+            for (const json& m : messages.is_array() ? messages : json::array()) {
+              if ((!me.bot_id.empty() && slack::JsonString(m, "bot_id") == me.bot_id) ||
+                  (!me.user_id.empty() && slack::JsonString(m, "user") == me.user_id)) {
                 in_thread = true;
                 break;
               }
             }
           } else {
-            self->Log(LogLevel::debug, "conversations.replies " + key + ": " + r.error().message);
+            in_thread = Fail(r.error());
           }
-          if (in_thread) self->RememberThread(ThreadRef{"slack", "", chat, thread});
-          asio::post(self->strand, [self, key, in_thread, failed = !r] {
-            if (!in_thread && !failed) {
+          if (in_thread && *in_thread) self->RememberThread(ThreadRef{"slack", "", chat, thread});
+          asio::post(self->strand, [self, key, in_thread] {
+            if (in_thread && !*in_thread) {
               if (self->foreign_threads.size() > kMaxBotThreads) self->foreign_threads.clear();
               self->foreign_threads[key] = Clock::now() + kForeignThreadTtl;
             }
@@ -132,8 +132,14 @@ void SlackAdapter::Impl::Deliver(slack::ParsedEvent parsed, Router& router, std:
     } else {
       const std::string chat = message.chat, thread = message.thread;
       CheckThread(chat, thread, [self = shared_from_this(), message = std::move(message), router = &router,
-                                 live = std::move(live), done = std::move(done)](bool in_thread) mutable {
-        message.mentions_bot = in_thread;
+                                 live = std::move(live), done = std::move(done)](Result<bool> in_thread) mutable {
+        if (!in_thread) {
+          // Not knowing whether it was addressed to the bot, it is neither taken nor dropped: Slack
+          // delivers it again (Socket Mode: unacknowledged; Events API: 503).
+          return done(Fail(Errc::unavailable, "could not tell whether the bot is in thread " + message.thread +
+                                                  " of " + message.chat + " (" + in_thread.error().message + ")"));
+        }
+        message.mentions_bot = *in_thread;
         self->DeliverMessage(std::move(message), *router, std::move(live), std::move(done));
       });
       return;
@@ -194,9 +200,9 @@ void SlackAdapter::HandleEvents(const SlackEventsRequest& request, Router& route
     self->Log(LogLevel::debug, "Slack redelivers an event (retry " + request.retry_num + ", " +
                                    request.retry_reason + ")");
   }
-  // The HTTP server answers only once `respond` ran and waits for that at a graceful stop, so the
-  // router (which outlives the server in the bridges) is alive for the whole delivery.
-  self->Deliver(std::move(*parsed), router, [] { return true; },
+  // Checked on the strand before the router is called: once StopInbound ran, a delivery still
+  // waiting for a lookup is answered 503 (Slack retries) instead of reaching a router being destroyed.
+  self->Deliver(std::move(*parsed), router, [self] { return !self->inbound_stopped; },
                 [respond = std::move(respond)](Result<Disposition> d) {
                   if (d) return respond(200, "text/plain", "");
                   // 503: Slack retries; the router dedupes what it had.

@@ -16,6 +16,9 @@ namespace {
 
 constexpr std::chrono::milliseconds kMaxReconnectDelay{30'000};
 constexpr std::size_t kMaxEnvelopeBytes = 1u << 20;
+// How long a replaced connection stays open for the acknowledgements of what it delivered (Slack
+// itself closes it about 10 s after a `disconnect`).
+constexpr std::chrono::milliseconds kRetireGrace{5'000};
 
 std::string FatalText(const Error& e) {
   if (e.code == Errc::forbidden && e.message.find("link_disabled") != std::string::npos) {
@@ -55,7 +58,7 @@ void SlackAdapter::Impl::OpenConnection() {
             }
             return self->ConnectFailed(r.error());
           }
-          auto target = ws::ParseWsUrl(r->value("url", ""));
+          auto target = ws::ParseWsUrl(slack::JsonString(*r, "url"));
           if (!target) {
             self->opening = false;
             return self->ConnectFailed(Error(Errc::protocol_error, "Slack apps.connections.open: " +
@@ -71,7 +74,8 @@ void SlackAdapter::Impl::OpenConnection() {
           target->max_message = kMaxEnvelopeBytes;
           target->ping_interval = self->options.ping_interval;
           target->pong_timeout = self->options.pong_timeout;
-          target->proxy = ws::ProxyFromEnvironment(target->host, target->use_tls);
+          target->proxy = self->options.proxy.empty() ? ws::ProxyFromEnvironment(target->host, target->use_tls)
+                                                      : self->options.proxy;
           ws::WebSocket::AsyncConnect(self->context, std::move(*target),
                                       [self](Result<std::shared_ptr<ws::WebSocket>> socket) {
                                         asio::post(self->strand, [self, socket = std::move(socket)]() mutable {
@@ -132,20 +136,25 @@ void SlackAdapter::Impl::OnEnvelope(const std::shared_ptr<Conn>& conn, slack::En
     opening = false;
     connect_failures = 0;
     Bump(&SlackStats::socket_connections);
-    // The connections this one replaces go now: nothing is lost, as Slack sends to the new one. Their
-    // message handlers do not run again once closed by us, so they leave the list here.
-    std::vector<std::shared_ptr<Conn>> retired;
-    std::erase_if(conns, [&](const std::shared_ptr<Conn>& c) {
-      if (c == conn || !c->retiring) return false;
-      retired.push_back(c);
-      return true;
-    });
-    for (const auto& old : retired) {
-      if (old->hello_timer) old->hello_timer->cancel();
-      old->socket->AsyncClose(1000, [self = shared_from_this(), id = old->id](Status s) {
-        if (!s) self->Log(LogLevel::debug, "closing Socket Mode connection " + std::to_string(id) + ": " +
-                                               s.error().message);
-      });
+    // The connections this one replaces go after a grace: Slack sends new envelopes to this one, and
+    // the acknowledgements of what the old ones delivered (a message being stored now) still go out.
+    for (const auto& old : conns) {
+      if (old == conn || !old->retiring) continue;
+      auto timer = std::make_shared<asio::steady_timer>(context.io(), kRetireGrace);
+      std::weak_ptr<Conn> weak = old;
+      timer->async_wait(asio::bind_executor(strand, [self = shared_from_this(), weak, timer](const asio::error_code&) {
+        auto c = weak.lock();
+        if (!c) return;
+        auto it = std::find(self->conns.begin(), self->conns.end(), c);
+        if (it == self->conns.end()) return;  // Slack closed it first
+        // Its message handler does not run again once closed by us, so it leaves the list here.
+        self->conns.erase(it);
+        self->UpdateSocketOk();
+        c->socket->AsyncClose(1000, [self, id = c->id](Status s) {
+          if (!s) self->Log(LogLevel::debug, "closing Socket Mode connection " + std::to_string(id) + ": " +
+                                                 s.error().message);
+        });
+      }));
     }
     UpdateSocketOk();
     Log(LogLevel::info, "Socket Mode connection " + std::to_string(conn->id) + " is open");
@@ -195,7 +204,9 @@ void SlackAdapter::Impl::OnEnvelope(const std::shared_ptr<Conn>& conn, slack::En
   if (parsed->action) ack();  // a press is acknowledged at once; the router answers it through the note
   const bool press = parsed->action.has_value();
   Deliver(std::move(*parsed), *router,
-          [self = shared_from_this()] { return self->socket_running && self->router != nullptr; },
+          [self = shared_from_this(), r = router] {
+            return !self->inbound_stopped && self->socket_running && self->router == r;
+          },
           [self = shared_from_this(), ack, press, id = envelope.envelope_id](Result<Disposition> d) {
             if (press) return;
             if (d) return ack();
@@ -267,6 +278,7 @@ void SlackAdapter::Impl::CloseConnections() {
 void SlackAdapter::StartSocketMode(Router& router, std::function<void(Error)> on_fatal) {
   asio::post(impl_->strand, [self = impl_, router = &router, on_fatal = std::move(on_fatal)]() mutable {
     if (self->socket_running) return;
+    self->inbound_stopped = false;
     if (self->options.app_token.empty()) {
       asio::post(self->context.io(), [on_fatal = std::move(on_fatal)] {
         on_fatal(Error(Errc::invalid_argument, "Socket Mode needs an app-level token (xapp-)"));
@@ -281,10 +293,11 @@ void SlackAdapter::StartSocketMode(Router& router, std::function<void(Error)> on
   });
 }
 
-void SlackAdapter::StopSocketMode() {
+void SlackAdapter::StopInbound() {
   auto stopped = std::make_shared<std::promise<void>>();
   auto done = stopped->get_future();
   asio::post(impl_->strand, [self = impl_, stopped] {
+    self->inbound_stopped = true;
     self->socket_running = false;
     self->router = nullptr;
     // Unacknowledged envelopes are delivered again to the next start (Slack retries them).

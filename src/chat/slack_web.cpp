@@ -90,11 +90,10 @@ Status VerifySignature(std::string_view signing_secret, std::string_view timesta
     return Fail(Errc::unauthorized, "X-Slack-Request-Timestamp is not a number of seconds");
   }
   const std::int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
-  const std::int64_t age = now_s - seconds;
-  if (age > max_age.count() || -age > max_age.count()) {
-    return Fail(Errc::unauthorized, "the request's timestamp is " + std::to_string(age) +
-                                        " s from now (more than " + std::to_string(max_age.count()) +
-                                        " s: stale or replayed)");
+  // Compared without subtracting the untrusted value (a hostile timestamp must not overflow).
+  if (seconds < now_s - max_age.count() || seconds > now_s + max_age.count()) {
+    return Fail(Errc::unauthorized, "the request's timestamp is more than " + std::to_string(max_age.count()) +
+                                        " s from now (stale or replayed)");
   }
   if (signature.rfind("v0=", 0) != 0) return Fail(Errc::unauthorized, "X-Slack-Signature is not a v0 signature");
   const std::string expected = Sign(signing_secret, timestamp, body);

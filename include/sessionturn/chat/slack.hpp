@@ -116,10 +116,12 @@ class SlackAdapter : public ChatAdapter {
   // cannot go on: the app token refused (Errc::unauthorized), Socket Mode turned off for the app
   // (`link_disabled`, Errc::forbidden). Transient failures reconnect with backoff. Connect first.
   void StartSocketMode(Router& router, std::function<void(Error)> on_fatal);
-  // Closes every connection; idempotent. Off a Context worker it returns once no delivery can reach
-  // the router any more (so the router may be destroyed next); on a worker it only requests that.
-  // Envelopes not acknowledged yet are delivered again by Slack to the next start.
-  void StopSocketMode();
+  // Stops both inbound modes: closes every Socket Mode connection, and Events API deliveries still
+  // waiting (for a name or a thread lookup) get 503 instead of reaching the router. Idempotent. Off
+  // a Context worker it returns once no delivery can reach the router any more (so the router may be
+  // destroyed next); on a worker it only requests that. Envelopes not acknowledged yet are delivered
+  // again by Slack to the next start. StartSocketMode opens inbound again.
+  void StopInbound();
   // A Socket Mode connection has said hello and is open (for /readyz).
   bool SocketConnected() const noexcept;
 
