@@ -19,6 +19,7 @@
 #include <asio.hpp>
 
 #include "conn/stream_connection.hpp"
+#include "sigpipe.hpp"
 
 extern char** environ;
 
@@ -184,24 +185,6 @@ std::string DescribeWaitStatus(int status) {
     return "was killed by signal " + std::to_string(sig) + (name != nullptr ? std::string(" (") + name + ")" : "");
   }
   return "ended with wait status " + std::to_string(status);
-}
-
-// Writes to a pipe whose reader exited raise SIGPIPE, which kills the process by default. Pipes
-// have no MSG_NOSIGNAL, and Asio may write from any worker, so the only reliable guard is to ignore
-// the signal process-wide; done only if nobody installed a handler of their own. Children get the
-// default back (posix_spawn SETSIGDEF).
-void IgnoreSigpipeOnce() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    struct sigaction current {};
-    if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL &&
-        (current.sa_flags & SA_SIGINFO) == 0) {
-      struct sigaction ignore {};
-      ignore.sa_handler = SIG_IGN;
-      sigemptyset(&ignore.sa_mask);
-      ::sigaction(SIGPIPE, &ignore, nullptr);
-    }
-  });
 }
 
 class ProcessConnection final : public StreamConnection {
@@ -498,6 +481,24 @@ std::shared_ptr<Connector> MakeUnixConnector(Context& context, std::string path,
 std::shared_ptr<Connector> MakeProcessConnector(Context& context, std::vector<std::string> argv,
                                                 ConnectionLimits limits) {
   return std::make_shared<ProcessConnector>(context, std::move(argv), limits);
+}
+
+// Writes to a pipe whose reader exited raise SIGPIPE, which kills the process by default. Pipes
+// have no MSG_NOSIGNAL, and Asio may write from any worker, so the only reliable guard is to ignore
+// the signal process-wide; done only if nobody installed a handler of their own. Children get the
+// default back (posix_spawn SETSIGDEF).
+void IgnoreSigpipeOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction current {};
+    if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL &&
+        (current.sa_flags & SA_SIGINFO) == 0) {
+      struct sigaction ignore {};
+      ignore.sa_handler = SIG_IGN;
+      sigemptyset(&ignore.sa_mask);
+      ::sigaction(SIGPIPE, &ignore, nullptr);
+    }
+  });
 }
 
 }  // namespace sessionturn

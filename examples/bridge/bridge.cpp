@@ -65,7 +65,9 @@ void AddCommonFlags(CLI::App& app, CommonFlags& f) {
   app.add_option("--api-url", f.api_url, "the platform's API base URL");
   app.add_option("--backend", f.backend, "where the Sessions live")->check(CLI::IsMember({"local", "kubernetes"}));
   app.add_option("--state-dir", f.state_dir, "the Sessions (local) and the router's state");
-  app.add_option("--provider", f.provider, "local: echo, script:FILE or command:CMD");
+  app.add_option("--provider", f.provider,
+                 "local: echo, script:FILE, command:CMD or claude-code[:model=M,effort=E,permissions=skip|ask]");
+  app.add_option("--agent-bin", f.agent_bin, "local: the claude-code agent program (default: claude on PATH)");
   app.add_option("--idle-suspend", f.idle_suspend, "local: suspend a Session idle this many seconds (0: never)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("-n,--namespace", f.namespace_name, "kubernetes: the namespace");
@@ -140,6 +142,7 @@ std::unique_ptr<st::SessionBackend> MakeBackend(st::Context& context, const Comm
     st::LocalBackendOptions options;
     options.state_dir = StateDir(f);
     options.provider = f.provider;
+    options.agent_bin = f.agent_bin;
     options.suspend_after = std::chrono::seconds(f.idle_suspend);
     options.runtime_program = f.runtime_program;
     auto backend = st::MakeLocalBackend(context, std::move(options));

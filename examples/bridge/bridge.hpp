@@ -38,6 +38,7 @@ struct CommonFlags {
   std::string backend = "local";
   std::string state_dir;
   std::string provider = "echo";
+  std::string agent_bin;
   std::int64_t idle_suspend = 1800;
   std::string namespace_name, kubeconfig, kube_context, spawner, template_file;
   std::string session_prefix;  // empty: "chat" (names are chat-<platform>-<hash>)

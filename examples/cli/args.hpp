@@ -68,8 +68,9 @@ struct Args {
   bool local = false;
   std::string state_dir;        // --state-dir (default: DefaultStateDir())
   std::string runtime_program;  // --runtime (default: next to this program, else on PATH)
+  std::string agent_bin;        // --agent-bin (claude-code Sessions; default: claude on PATH)
   std::optional<std::int64_t> idle_suspend_seconds;  // --idle-suspend (default: the backend's)
-  bool local_options_given = false;                  // --state-dir, --runtime or --idle-suspend
+  bool local_options_given = false;  // --state-dir, --runtime, --agent-bin or --idle-suspend
 
   // sessions create.
   std::string provider;  // --provider (local)

@@ -44,6 +44,7 @@ std::unique_ptr<st::SessionBackend> MakeLocal(st::Context& context, const Args& 
   st::LocalBackendOptions options;
   options.state_dir = args.state_dir.empty() ? st::DefaultStateDir() : args.state_dir;
   options.runtime_program = args.runtime_program;
+  options.agent_bin = args.agent_bin;
   if (args.idle_suspend_seconds) options.suspend_after = std::chrono::seconds(*args.idle_suspend_seconds);
   auto backend = st::MakeLocalBackend(context, std::move(options));
   if (!backend) {

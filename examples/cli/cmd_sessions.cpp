@@ -185,7 +185,8 @@ constexpr Action kActions[] = {
 
 void AddCreateOptions(CLI::App& create, Args& args) {
   create.add_option("--provider", args.provider,
-                    "with --local: the Session's provider, echo, script:FILE or command:CMD (default echo)")
+                    "with --local: the Session's provider, echo, script:FILE, command:CMD or "
+                    "claude-code[:model=M,effort=E,permissions=skip|ask] (default echo)")
       ->type_name("SPEC")
       ->check(NonEmpty("a provider spec"));
   create.add_option("--workdir", args.workdir,

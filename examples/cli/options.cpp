@@ -125,6 +125,12 @@ void AddLocalOptions(CLI::App& command, Args& args, bool starts_runtimes) {
       ->check(NonEmpty("a program"))
       ->each(given)
       ->group("Local backend");
+  command.add_option("--agent-bin", args.agent_bin,
+                     "the agent program of claude-code Sessions (default: claude, looked up on PATH)")
+      ->type_name("PATH")
+      ->check(NonEmpty("a program"))
+      ->each(given)
+      ->group("Local backend");
   if (!starts_runtimes) return;
   command.add_option_function<std::int64_t>(
           "--idle-suspend", [&args](std::int64_t seconds) { args.idle_suspend_seconds = seconds; },
@@ -187,7 +193,7 @@ void CheckBackendFlags(const Args& args) {
   if (args.local && args.kube_options_given) {
     throw UsageError{"--local and the Kubernetes flags (-n, --kubeconfig, --context) exclude each other"};
   }
-  if (args.local_options_given && !args.local) throw UsageError{"--state-dir, --runtime and --idle-suspend go with --local"};
+  if (args.local_options_given && !args.local) throw UsageError{"--state-dir, --runtime, --agent-bin and --idle-suspend go with --local"};
 }
 
 void SetSynopsis(CLI::App& command, std::string synopsis) { Synopses()[&command] = std::move(synopsis); }

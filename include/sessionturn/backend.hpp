@@ -32,7 +32,7 @@ std::string_view ToString(SuspendReason reason) noexcept;  // "", "idle", "owner
 
 // What to create. Labels and annotations go on the Session as they are. `parameters` are the
 // backend's template parameters:
-//   LocalBackend:      "provider" (a provider spec: echo, script:FILE, command:CMD; default the
+//   LocalBackend:      "provider" (a provider spec: echo, script:FILE, command:CMD, claude-code[:...]; default the
 //                      backend's), "workdir" (the Session's working directory; default
 //                      <root>/sessions/<name>/workspace)
 //   KubernetesBackend: none yet (the template is the backend's); unknown keys are refused.
@@ -154,8 +154,12 @@ inline constexpr std::chrono::seconds kDefaultSuspendAfter{1800};
 struct LocalBackendOptions {
   // The state root: <root>/sessions/<name>/ per Session (docs/backends.md). Created 0700 if missing.
   std::string state_dir;
-  // The provider of Sessions whose SessionSpec names none: echo, script:FILE, command:CMD.
+  // The provider of Sessions whose SessionSpec names none: echo, script:FILE, command:CMD,
+  // claude-code[:model=M,effort=E,permissions=skip|ask] (docs/local-runtime.md).
   std::string provider = "echo";
+  // The agent program of claude-code Sessions: a path, or a name looked up on PATH. Empty: "claude"
+  // on PATH. Construction fails naming it when a claude-code provider is asked for and it is missing.
+  std::string agent_bin;
   // Idle policy: a runtime with no turn running or queued and no question open for this long stops
   // itself (phase Suspended, reason idle; the next WaitReady starts it again). 0: never.
   std::chrono::seconds suspend_after = kDefaultSuspendAfter;

@@ -26,13 +26,15 @@ constexpr std::string_view kWorkdirParameter = "workdir";
 constexpr auto kLeftoverAge = std::chrono::minutes(1);
 
 // A script path is resolved here: the runtime runs in the Session's working directory, not ours.
-Result<std::string> ResolveProvider(const std::string& spec) {
+Result<std::string> ResolveProvider(const std::string& spec, const std::string& agent_bin) {
   std::string resolved = spec;
   if (spec.rfind("script:", 0) == 0 && spec.size() > 7 && spec[7] != '/') {
     std::error_code ec;
     resolved = "script:" + fs::absolute(spec.substr(7), ec).string();
   }
-  auto parsed = runtime::Provider::Parse(resolved);
+  runtime::ProviderOptions po;
+  po.agent_bin = agent_bin;
+  auto parsed = runtime::Provider::Parse(resolved, po);
   if (!parsed) return Fail(Errc::invalid_argument, parsed.error().message);
   return resolved;
 }
@@ -277,7 +279,7 @@ class LocalBackend final : public SessionBackend {
     record.workdir = paths.workspace;
     for (const auto& [key, value] : spec.parameters) {
       if (key == kProviderParameter) {
-        auto provider = ResolveProvider(value);
+        auto provider = ResolveProvider(value, core.options.agent_bin);
         if (!provider) return Fail(Errc::invalid_argument, "Session " + name + ": " + provider.error().message);
         record.provider = *provider;
       } else if (key == kWorkdirParameter) {
@@ -338,7 +340,11 @@ Result<std::unique_ptr<SessionBackend>> MakeLocalBackend(Context& context, Local
     return Fail(Errc::invalid_argument, "LocalBackendOptions.suspend_after and delete_after must not be negative");
   if (options.start_timeout.count() <= 0)
     return Fail(Errc::invalid_argument, "LocalBackendOptions.start_timeout must be positive");
-  auto provider = local::ResolveProvider(options.provider);
+  if (options.agent_bin.find('/') != std::string::npos) {
+    std::error_code ec;
+    options.agent_bin = fs::absolute(options.agent_bin, ec).string();  // runtimes start in their workspaces
+  }
+  auto provider = local::ResolveProvider(options.provider, options.agent_bin);
   if (!provider) return Fail(Errc::invalid_argument, "LocalBackendOptions.provider: " + provider.error().message);
   options.provider = *provider;
   std::error_code ec;
@@ -356,6 +362,7 @@ Result<std::unique_ptr<SessionBackend>> MakeLocalBackend(Context& context, Local
   config.root = options.state_dir;
   config.suspend_after = options.suspend_after;
   config.allow_shell = options.allow_shell;
+  config.agent_bin = options.agent_bin;
   auto core = std::make_shared<local::Core>(context, options);
   if (options.in_process) {
     core->host = local::MakeInProcessHost(config, [&context](LogLevel level, std::string_view message) {

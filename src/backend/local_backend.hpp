@@ -71,6 +71,7 @@ struct HostConfig {
   std::string program_error;  // why not, for the first start that needs it
   std::chrono::seconds suspend_after{0};
   bool allow_shell = false;
+  std::string agent_bin;  // --agent-bin of the runtimes (claude-code); empty: their default
 };
 std::unique_ptr<RuntimeHost> MakeProcessHost(HostConfig config);
 std::unique_ptr<RuntimeHost> MakeInProcessHost(HostConfig config, LogSink log);

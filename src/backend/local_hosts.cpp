@@ -50,6 +50,7 @@ class ProcessHost final : public RuntimeHost {
                                      "--detach",       "--pid-file",
                                      paths.pid_file};
     if (config_.allow_shell) argv.push_back("--allow-shell");
+    if (!config_.agent_bin.empty()) argv.insert(argv.end(), {"--agent-bin", config_.agent_bin});
     return StartDetached(argv, record.workdir, paths.log, paths.pid_file);
   }
 
@@ -89,6 +90,7 @@ class InProcessHost final : public RuntimeHost {
     o.state_dir = paths.dir;
     o.provider = record.provider;
     o.allow_shell = config_.allow_shell;
+    o.agent_bin = config_.agent_bin;
     o.session_name = record.name;
     o.working_dir = record.workdir;
     o.log_sink = log_;

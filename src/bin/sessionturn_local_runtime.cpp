@@ -1,6 +1,6 @@
 // sessionturn-local-runtime: a Session runtime on this machine (docs/local-runtime.md).
-//   serve  --socket PATH [--state-dir DIR] [--provider SPEC] [--allow-shell] [--session-name NAME]
-//          [--idle-exit SECONDS] [--status-file FILE] [--detach --pid-file FILE]
+//   serve  --socket PATH [--state-dir DIR] [--provider SPEC] [--agent-bin PATH] [--allow-shell]
+//          [--session-name NAME] [--idle-exit SECONDS] [--status-file FILE] [--detach --pid-file FILE]
 //   client --socket PATH     (stdin/stdout <-> the socket, byte for byte, like the in-Pod client)
 // The LocalBackend (docs/backends.md) runs `serve` detached, one per Session.
 #include <signal.h>
@@ -29,7 +29,8 @@ constexpr int kExitUsage = 2;  // bad flags, unreadable script: the caller must 
 
 const char kUsage[] =
     "usage: sessionturn-local-runtime serve --socket PATH [--state-dir DIR] [--provider SPEC]\n"
-    "                                       [--allow-shell] [--session-name NAME] [--idle-exit SECONDS]\n"
+    "                                       [--agent-bin PATH] [--allow-shell] [--session-name NAME]\n"
+    "                                       [--idle-exit SECONDS]\n"
     "                                       [--status-file FILE] [--detach --pid-file FILE]\n"
     "       sessionturn-local-runtime client --socket PATH\n"
     "       sessionturn-local-runtime --help\n"
@@ -43,6 +44,12 @@ const char kUsage[] =
     "                         command:CMD    runs CMD with /bin/sh -c per turn, prompt on stdin,\n"
     "                                        each stdout line streamed as a delta\n"
     "                         flood:N        N tiny deltas as fast as readers take them (benchmarks)\n"
+    "                         claude-code[:model=M,effort=E,permissions=skip|ask]\n"
+    "                                        a Claude Code process kept between turns, resumed after a\n"
+    "                                        restart; permissions=ask (the default) asks in the chat\n"
+    "                                        before each tool use, skip passes\n"
+    "                                        --dangerously-skip-permissions (docs/local-runtime.md)\n"
+    "  --agent-bin PATH     the agent program of claude-code (default: claude, looked up on PATH)\n"
     "  --allow-shell        run `!` commands from prompts with /bin/sh -lc, as the real runtime does\n"
     "                       (off: such a turn records a failed tool event)\n"
     "  --session-name NAME  the sessionName in runtime.status and SESSIONTURN_SESSION (default local)\n"
@@ -72,6 +79,7 @@ struct Flags {
   std::string socket;
   std::string state_dir;
   std::string provider = "echo";
+  std::string agent_bin;
   std::string session_name = "local";
   bool allow_shell = false;
   long idle_exit = 0;  // seconds; 0: never
@@ -110,6 +118,7 @@ std::string ParseFlags(const std::vector<std::string>& args, bool serve, Flags& 
     if (name == "--socket") err = take(f.socket);
     else if (serve && name == "--state-dir") err = take(f.state_dir);
     else if (serve && name == "--provider") err = take(f.provider);
+    else if (serve && name == "--agent-bin") err = take(f.agent_bin);
     else if (serve && name == "--session-name") err = take(f.session_name);
     else if (serve && name == "--allow-shell" && !has_value) f.allow_shell = true;
     else if (serve && name == "--status-file") err = take(f.status_file);
@@ -215,7 +224,13 @@ int Serve(const Flags& f) {
   o.socket_path = socket->path();
   o.state_dir = f.state_dir;
   o.provider = f.provider;
+  o.agent_bin = f.agent_bin;
   o.allow_shell = f.allow_shell;
+  // Info and above: what the runtime notices (dropped readers, the agent's stderr) belongs in its log.
+  o.log_sink = [](sessionturn::LogLevel level, std::string_view message) {
+    if (level >= sessionturn::LogLevel::info)
+      std::fprintf(stderr, "sessionturn-local-runtime: %.*s\n", static_cast<int>(message.size()), message.data());
+  };
   o.session_name = f.session_name;
   auto rt = sessionturn::testing::LocalRuntime::Start(o);
   if (!rt) {

@@ -140,6 +140,7 @@ void Core::Shutdown() {
   CloseListener();
   CloseAll();
   KillRun();
+  provider->Stop(true);
   restart_timer.cancel();
   std::lock_guard<std::mutex> lk(mu);
   journal->Close();
@@ -161,9 +162,12 @@ Result<std::unique_ptr<LocalRuntime>> LocalRuntime::Start(LocalRuntimeOptions op
   if (options.socket_path.empty()) return Fail(Errc::invalid_argument, "LocalRuntimeOptions.socket_path is required");
   if (options.subscriber_buffer == 0 || options.retained_events == 0)
     return Fail(Errc::invalid_argument, "retained_events and subscriber_buffer must be positive");
-  auto provider = runtime::Provider::Parse(options.provider);
-  if (!provider) return Fail(provider.error());
   auto impl = std::make_unique<Impl>(std::move(options));
+  runtime::ProviderOptions po;
+  po.agent_bin = impl->opt.agent_bin;
+  po.log = [raw = impl.get()](LogLevel level, const std::string& message) { raw->Log(level, message); };
+  auto provider = runtime::Provider::Parse(impl->opt.provider, po);
+  if (!provider) return Fail(provider.error());
   impl->provider = std::move(*provider);
   try {
     std::vector<std::string> warnings;
@@ -176,7 +180,7 @@ Result<std::unique_ptr<LocalRuntime>> LocalRuntime::Start(LocalRuntimeOptions op
     // starts at zero and follows what the provider reports.
     impl->status.session_name = impl->opt.session_name;
     impl->status.agent_type = "sessionturn-local-" + impl->provider->Kind();
-    impl->status.model = impl->provider->Kind();
+    impl->provider->Describe(impl->status);
     impl->status.working_dir =
         impl->opt.working_dir.empty() ? std::filesystem::current_path().string() : impl->opt.working_dir;
     if (const char* home = std::getenv("HOME")) impl->status.home_dir = home;
@@ -344,6 +348,7 @@ Status LocalRuntime::Restart() {
     s.CloseListener();
     s.CloseAll();
     s.KillRun();
+    s.provider->Stop(false);  // a crash takes the agent process with it
     s.restart_timer.cancel();
     s.restarting = false;
     s.partial_answers.clear();

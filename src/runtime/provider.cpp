@@ -638,7 +638,9 @@ Result<std::shared_ptr<Provider>> ParseScript(const std::string& path) {
 
 }  // namespace
 
-Result<std::shared_ptr<Provider>> Provider::Parse(const std::string& spec) {
+Result<std::shared_ptr<Provider>> Provider::Parse(const std::string& spec, const ProviderOptions& options) {
+  if (spec == "claude-code") return NewClaudeProvider({}, options);
+  if (spec.rfind("claude-code:", 0) == 0) return NewClaudeProvider(std::string_view(spec).substr(12), options);
   if (spec == "echo") return std::shared_ptr<Provider>(std::make_shared<EchoProvider>());
   if (spec.rfind("script:", 0) == 0) {
     std::string path = spec.substr(7);
@@ -664,7 +666,7 @@ Result<std::shared_ptr<Provider>> Provider::Parse(const std::string& spec) {
     return std::shared_ptr<Provider>(std::move(p));
   }
   return Fail(Errc::invalid_argument,
-              "unknown provider \"" + spec + "\": use echo, script:FILE, command:CMD or flood:N");
+              "unknown provider \"" + spec + "\": use echo, script:FILE, command:CMD, flood:N or claude-code[:OPTIONS]");
 }
 
 }  // namespace sessionturn::runtime

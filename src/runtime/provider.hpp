@@ -1,6 +1,7 @@
 // Providers of the local runtime: what produces a turn's events. A provider spec ("echo",
-// "script:FILE", "command:CMD", "flood:N") is parsed once; each turn gets a TurnRun that talks to the
-// runtime only through a TurnHost, on the runtime's I/O thread.
+// "script:FILE", "command:CMD", "flood:N", "claude-code[:...]") is parsed once; each turn gets a
+// TurnRun that talks to the runtime only through a TurnHost, on the runtime's I/O thread. A provider
+// may keep state between turns (claude-code keeps its agent process).
 #pragma once
 
 #include <chrono>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "sessionturn/context.hpp"
 #include "sessionturn/error.hpp"
 #include "sessionturn/protocol.hpp"
 
@@ -64,14 +66,32 @@ class TurnRun {
                              const std::map<std::string, std::vector<std::string>>& answers) = 0;
 };
 
+// What a provider needs besides its spec.
+struct ProviderOptions {
+  // The agent program of agent providers (claude-code): a path, or a name looked up on PATH. Empty:
+  // the provider's default ("claude").
+  std::string agent_bin;
+  // Where the provider logs (the runtime's log). Called on the runtime's I/O thread only.
+  std::function<void(LogLevel, const std::string&)> log;
+};
+
 class Provider {
  public:
   virtual ~Provider() = default;
-  // "echo", "script:FILE", "command:CMD", "flood:N". Errors name the spec and what is wrong with it.
-  static Result<std::shared_ptr<Provider>> Parse(const std::string& spec);
+  // "echo", "script:FILE", "command:CMD", "flood:N", "claude-code[:model=M,effort=E,permissions=skip|ask]".
+  // Errors name the spec and what is wrong with it (for claude-code also a missing agent binary).
+  static Result<std::shared_ptr<Provider>> Parse(const std::string& spec, const ProviderOptions& options = {});
   virtual std::string Kind() const = 0;  // for runtime.status agentType
+  // What runtime.status says about the agent before it reports anything (model; extras such as effort).
+  virtual void Describe(RuntimeStatus& status) const { status.model = Kind(); }
   virtual std::shared_ptr<TurnRun> NewRun(std::shared_ptr<TurnHost> host, TurnInput input) = 0;
+  // The runtime stops (graceful) or crashes (a simulated restart): whatever the provider keeps between
+  // turns goes, on the I/O thread, while it still runs. No turn is active (the run was killed first).
+  virtual void Stop(bool graceful) { (void)graceful; }
 };
+
+// The claude-code provider (claude_provider.cpp): `options` is what follows "claude-code:" in the spec.
+Result<std::shared_ptr<Provider>> NewClaudeProvider(std::string_view options, const ProviderOptions& provider_options);
 
 // A `!` command turn as the real runtime runs it: `/bin/sh -lc COMMAND` in its own process group,
 // stdout and stderr merged into one `<turn>-shell` tool (tool.started, tool.delta per chunk read,

@@ -56,7 +56,12 @@ struct LocalRuntimeOptions {
   // "echo" | "script:FILE" (JSON, docs/local-runtime.md) | "command:CMD" (run by /bin/sh -c per turn)
   // | "flood:N" (N tiny deltas as fast as the slowest subscriber takes them: it waits while one is over
   //   half its bound, so a subscriber that never reads stalls it; for benchmarks)
+  // | "claude-code[:model=M,effort=E,permissions=skip|ask]" (a Claude Code process kept between turns;
+  //   docs/local-runtime.md)
   std::string provider = "echo";
+  // The agent program of claude-code: a path, or a name looked up on PATH. Empty: "claude" on PATH.
+  // Start fails naming it when it is not there.
+  std::string agent_bin;
   bool allow_shell = false;  // run `!` commands; otherwise such a turn records a failed tool event
   std::string session_name = "local";
   // Where `!` commands and command providers run, and runtime.status workingDir. Empty: the process's
