@@ -73,6 +73,14 @@ Result<std::string> ResolveBinary(const std::string& configured) {
                                           "with --agent-bin PATH)");
 }
 
+// The chat bridges' secrets (docs/bridges.md): the agent runs tools and must not inherit them.
+bool IsChatSecret(std::string_view entry) {
+  for (std::string_view name : {"TELEGRAM_BOT_TOKEN", "TELEGRAM_WEBHOOK_SECRET", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN",
+                                "SLACK_SIGNING_SECRET"})
+    if (entry.size() > name.size() && entry.starts_with(name) && entry[name.size()] == '=') return true;
+  return false;
+}
+
 // Writes `text` to dir/name through a temporary file and a rename (never a half-written file).
 Status WriteFileAtomically(const std::string& dir, std::string_view name, const std::string& text) {
   const std::string path = dir + "/" + std::string(name);
@@ -330,7 +338,8 @@ Status ClaudeProvider::Spawn(const TurnInput& input) {
     return Fail(Errc::io_error, std::string("pipe: ") + std::strerror(errno));
   }
   std::vector<std::string> env;
-  for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
+  for (char** e = environ; e && *e; ++e)
+    if (!IsChatSecret(*e)) env.emplace_back(*e);
   auto pid = SpawnInGroup(argv, in_pipe[0], out_pipe[1], err_pipe[1], env, input.working_dir);
   for (int fd : {in_pipe[0], out_pipe[1], err_pipe[1]}) ::close(fd);
   if (!pid) {

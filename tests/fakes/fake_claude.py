@@ -11,7 +11,8 @@ argument) is named on stderr and the exit status is 2.
 
 State: the directory $FAKE_CLAUDE_HOME, else <cwd>/.fake-claude (made when missing).
   starts.jsonl         one line per start, written before anything is checked: {"pid", "argv" (the arguments,
-                       without the program), "cwd"}
+                       without the program), "cwd", "env" (which of the chat bridges' secret variables and
+                       FAKE_CLAUDE_PROBE it was given)}
   sessions/<id>.jsonl  the conversation: one line {"prompt": TEXT} per user message, appended when its turn
                        starts (a --session-id conversation's file is made by its first message, not at start)
 Start failures (exit 1, text on stderr): $FAKE_CLAUDE_FAIL_START non-empty (its text is printed: a broken install
@@ -589,6 +590,10 @@ def recall(turn, line, args):
     turn.say("earlier prompts: " + " | ".join(earlier))
 
 
+# The chat bridges' secrets (an agent must never see them) and a variable that must get through.
+WATCHED_ENV = ("TELEGRAM_BOT_TOKEN", "TELEGRAM_WEBHOOK_SECRET", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN",
+               "SLACK_SIGNING_SECRET", "FAKE_CLAUDE_PROBE")
+
 SCENARIOS = {"reply": reply, "usage": reply, "tool": tool, "tool-error": tool_error, "ask": ask, "ask2": ask2,
              "permission": permission, "permission2": permission2, "fail": fail, "incomplete": incomplete,
              "slow": slow, "hang": hang, "crash": crash, "garbage": garbage, "recall": recall}
@@ -659,7 +664,8 @@ def main(args):
     sys.stderr.reconfigure(encoding="utf-8")
     home = os.environ.get("FAKE_CLAUDE_HOME") or os.path.join(os.getcwd(), ".fake-claude")
     os.makedirs(home, exist_ok=True)
-    append_json(os.path.join(home, "starts.jsonl"), {"pid": os.getpid(), "argv": args, "cwd": os.getcwd()})
+    append_json(os.path.join(home, "starts.jsonl"), {"pid": os.getpid(), "argv": args, "cwd": os.getcwd(),
+                                                     "env": sorted(k for k in os.environ if k in WATCHED_ENV)})
     try:
         opts = parse_args(args)
     except UsageError as e:

@@ -3,6 +3,9 @@
 // permission requests (ask and skip), failures, incomplete runs, interrupts (answered, and hung past
 // the interrupt timeout), a crash, garbage on stdout, restarts that resume the conversation, and the
 // errors a bad spec or a missing binary give at start.
+#include <signal.h>
+#include <stdlib.h>
+
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -12,6 +15,7 @@
 #include <catch2/catch.hpp>
 
 #include "integration/driver_support.hpp"
+#include "integration/runtime_support.hpp"
 #include "sessionturn/driver.hpp"
 
 using namespace driver_test;
@@ -103,6 +107,9 @@ struct Answerer {
 
 TEST_CASE("claude-code: a streamed reply, the agent's flags, its model and the conversation id saved",
           "[runtime][claude]") {
+  // The bridges' chat secrets stay out of the agent's environment; the rest of it gets through.
+  ::setenv("SLACK_BOT_TOKEN", "xoxb-not-for-the-agent", 1);
+  ::setenv("FAKE_CLAUDE_PROBE", "1", 1);
   ClaudeFixture f("model=opus,effort=high");
   Recorder rec;
   TurnOptions o;
@@ -123,6 +130,9 @@ TEST_CASE("claude-code: a streamed reply, the agent's flags, its model and the c
   CHECK(ArgAfter(s, "--model") == "opus");
   CHECK(ArgAfter(s, "--effort") == "high");
   CHECK(s.at("cwd") == f.dir.path + "/work");
+  CHECK(s.at("env") == Json::array({"FAKE_CLAUDE_PROBE"}));
+  ::unsetenv("SLACK_BOT_TOKEN");
+  ::unsetenv("FAKE_CLAUDE_PROBE");
   const std::string id = ArgAfter(s, "--session-id");
   REQUIRE(id.size() == 36);
   CHECK(f.SavedSessionId() == id);
@@ -134,23 +144,23 @@ TEST_CASE("claude-code: a streamed reply, the agent's flags, its model and the c
 
 TEST_CASE("claude-code: runtime.status carries the agent's model and the turns' usage", "[runtime][claude]") {
   ClaudeFixture f;
-  Recorder rec;
-  TurnOptions o;
-  o.on_event = rec.Callback();
-  f.Run("usage", o);
-  f.Run("usage", o);
-  auto statuses = OfType(rec, event_type::kRuntimeStatus);
-  REQUIRE_FALSE(statuses.empty());
-  const Event& last = statuses.back();
-  REQUIRE(last.runtime);
-  CHECK(last.runtime->model == "claude-fake-1");
-  CHECK(last.runtime->agent_type == "sessionturn-local-claude-code");
-  REQUIRE(last.runtime->usage);
+  f.Run("usage");
+  f.Run("usage");
+  // A subscriber gets the runtime's status as it is now.
+  sessionturn::test::TestClient client(f.socket());
+  REQUIRE(client.Send(ClientRequest::Subscribe(0, {}, false, 0, 0)));
+  auto status = client.WaitType(event_type::kRuntimeStatus);
+  REQUIRE(status.has_value());
+  REQUIRE(status->runtime);
+  const RuntimeStatus& rs = *status->runtime;
+  CHECK(rs.model == "claude-fake-1");
+  CHECK(rs.agent_type == "sessionturn-local-claude-code");
+  REQUIRE(rs.usage);
   // Two results of 10 + 5 + 100 input and 20 output tokens each; a 200,000-token window.
-  CHECK(last.runtime->usage->input_tokens == 230);
-  CHECK(last.runtime->usage->output_tokens == 40);
-  CHECK(last.runtime->usage->total_tokens == 270);
-  CHECK(last.runtime->usage->context_window == 200000);
+  CHECK(rs.usage->input_tokens == 230);
+  CHECK(rs.usage->output_tokens == 40);
+  CHECK(rs.usage->total_tokens == 270);
+  CHECK(rs.usage->context_window == 200000);
 }
 
 TEST_CASE("claude-code: tool use shows the tool and its input, its result completes it", "[runtime][claude]") {
@@ -325,7 +335,14 @@ TEST_CASE("claude-code: an agent that ignores the interrupt is killed at the tim
   REQUIRE(r.has_value());
   CHECK(r->status == TurnStatus::interrupted);
   CHECK(::kill(hung, 0) != 0);  // killed and reaped
-  auto recall = f.Run("recall");
+  // The runtime refuses prompts while its provider restarts (provider_restart_delay), as the real one does.
+  Result<TurnResult> recalled = Fail(Errc::rejected, "not tried");
+  for (int i = 0; i < 50 && !recalled; ++i) {
+    recalled = f.driver->SubmitTurn("recall", WithTimeout(kWait));
+    if (!recalled) std::this_thread::sleep_for(50ms);
+  }
+  REQUIRE(recalled.has_value());
+  auto recall = *recalled;
   CHECK(recall.text.find("remember the lighthouse") != std::string::npos);
   auto starts = f.Starts();
   REQUIRE(starts.size() == 2);
