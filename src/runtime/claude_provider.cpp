@@ -487,6 +487,8 @@ void ClaudeProvider::OnControlRequest(const claude::ControlRequest& cr) {
   if (!active_)
     return Write(claude::ControlSuccessLine(cr.request_id,
                                             claude::DenyResponse("No Session client can answer the question"), sid));
+  if (active_->interrupted)  // the user asked it to stop: nothing more is asked of them in this turn
+    return Write(claude::ControlSuccessLine(cr.request_id, claude::DenyResponse("User cancelled the question"), sid));
   PendingRequest p{cr.request_id, false, cr.tool_name, cr.input, {}};
   if (cr.tool_name == "AskUserQuestion") {
     auto qs = claude::AskQuestions(cr.input);
