@@ -28,6 +28,23 @@ BOB = {"id": 43, "first_name": "Bob", "username": "bob"}
 GRACE = 5  # seconds a process gets after SIGTERM before SIGKILL
 
 
+
+# How the router's live progress starts (src/routing/router_turns.cpp): such a text is not a reply yet.
+PROGRESS_PREFIX = "\u2699\ufe0f Working\u2026"
+
+
+def wait_past_progress(needle, timeout, wait):
+    """Calls wait(seconds_left) until its match is not a live-progress edit; with needle None, the first answer
+    whatever it is. The last answer, or None when nothing matched in time."""
+    deadline = time.monotonic() + timeout
+    while True:
+        out = wait(max(0.1, deadline - time.monotonic()))
+        if out is None or needle is None or not out["match"]["text"].startswith(PROGRESS_PREFIX):
+            return out
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.05)
+
 def request(url, body=None, method=None, headers=None, timeout=30):
     """(status, parsed JSON or text) for one loopback request; HTTP errors are answers, not exceptions."""
     data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
@@ -112,13 +129,20 @@ class Fake:
             raise AssertionError("/_test/wait %s: %s %s" % (body, status, out))
         return out
 
-    def wait_text(self, chat_id, needle, count=1, timeout=10):
-        """The count-th bot message in chat_id whose (current) text contains needle; fails when none comes."""
-        out = self.wait(timeout=timeout, chat_id=chat_id, text_contains=needle, count=count)
+    def wait_text(self, chat_id, needle, count=1, timeout=10, final=False):
+        """The count-th bot message in chat_id whose (current) text contains needle; fails when none comes. With
+        final, a live-progress edit that shows the needle in the streamed tail does not count: the wait goes on
+        until that message holds its final text (wait_reply)."""
+        out = wait_past_progress(needle if final else None, timeout, lambda left: self.wait(
+            timeout=left, chat_id=chat_id, text_contains=needle, count=count))
         if out is None:
             raise AssertionError("no bot message with %r in chat %s within %ss; the bot's messages: %s"
                                  % (needle, chat_id, timeout, self.bot_texts(chat_id)))
         return out["match"]
+
+    def wait_reply(self, chat_id, needle, count=1, timeout=10):
+        """wait_text for a reply: the message's final text, not a progress edit showing the needle."""
+        return self.wait_text(chat_id, needle, count=count, timeout=timeout, final=True)
 
     def messages(self, chat_id, **query):
         return self.get("messages", chat_id=chat_id, **query)

@@ -9,7 +9,7 @@ import sys
 import time
 
 from bridge_support import (BINARY_DIR, SOURCE_DIR, BridgeCase, BridgeProcess, common_argv,  # noqa: F401
-                            kill_runtimes, request, stop_process)
+                            kill_runtimes, request, stop_process, wait_past_progress)
 
 BRIDGE = os.path.join(BINARY_DIR, "examples", "slack-bridge", "sessionturn-slack")
 FAKE = os.path.join(SOURCE_DIR, "tests", "fakes", "slack_api.py")
@@ -79,13 +79,19 @@ class SlackFake:
             raise AssertionError("/_test/wait %s: %s %s" % (body, status, out))
         return out
 
-    def wait_text(self, channel, needle, count=1, timeout=15, **extra):
-        """The count-th bot message in channel whose current text contains needle; fails when none comes."""
-        out = self.wait(timeout=timeout, channel=channel, text_contains=needle, count=count, **extra)
+    def wait_text(self, channel, needle, count=1, timeout=15, final=False, **extra):
+        """The count-th bot message in channel whose current text contains needle; fails when none comes. With
+        final, not a live-progress edit that shows it in the streamed tail (wait_reply)."""
+        out = wait_past_progress(needle if final else None, timeout, lambda left: self.wait(
+            timeout=left, channel=channel, text_contains=needle, count=count, **extra))
         if out is None:
             raise AssertionError("no bot message with %r in %s within %ss; the bot's messages: %s"
                                  % (needle, channel, timeout, self.bot_texts(channel)))
         return out["match"]
+
+    def wait_reply(self, channel, needle, count=1, timeout=15, **extra):
+        """wait_text for a reply: the message's final text, not a progress edit showing the needle."""
+        return self.wait_text(channel, needle, count=count, timeout=timeout, final=True, **extra)
 
     def messages(self, channel, **query):
         return self.get("messages", channel=channel, **query)

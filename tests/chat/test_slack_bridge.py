@@ -27,11 +27,11 @@ class Conversations(SlackCase):
     def test_direct_messages_are_one_conversation_edited_in_place(self):
         fake, _ = self.start_connected()
         fake.say(DM_ANN, "hello there")
-        r1 = fake.wait_text(DM_ANN, "echo #1:")
+        r1 = fake.wait_reply(DM_ANN, "echo #1:")
         self.assertIn("hello there", r1["text"])
         self.assertIn("[slack message from", r1["text"])  # the envelope names the platform and the author
         fake.say(DM_ANN, "and again")
-        r2 = fake.wait_text(DM_ANN, "echo #2:")
+        r2 = fake.wait_reply(DM_ANN, "echo #2:")
         self.assertIn("and again", r2["text"])
         # Each reply is its turn's placeholder edited in place: no other bot message, none in a thread.
         self.assertEqual([m["ts"] for m in fake.bot_messages(DM_ANN)], [r1["ts"], r2["ts"]])
@@ -49,17 +49,17 @@ class Conversations(SlackCase):
         fake.say(GENERAL, "no mention here")
         self.assert_no_bot_message(fake, 1.5, channel=GENERAL)
         first = fake.say(GENERAL, MENTION + " first topic")
-        r1 = fake.wait_text(GENERAL, "echo #1:")
+        r1 = fake.wait_reply(GENERAL, "echo #1:")
         self.assertEqual(r1["thread_ts"], first["ts"], "the reply is in a thread under the mention")
         self.assertIn("first topic", r1["text"])
         # A reply in that thread needs no mention: same Session.
         fake.say(GENERAL, "more on it", thread_ts=first["ts"])
-        r2 = fake.wait_text(GENERAL, "echo #2:")
+        r2 = fake.wait_reply(GENERAL, "echo #2:")
         self.assertEqual(r2["thread_ts"], first["ts"])
         self.assertNotIn("Earlier messages", r2["text"], "only a thread's first turn carries its context")
         # Another mention: another thread, another Session.
         second = fake.say(GENERAL, MENTION + " second topic", user=BOB)
-        r3 = fake.wait_text(GENERAL, "echo #1:", thread_ts=second["ts"])
+        r3 = fake.wait_reply(GENERAL, "echo #1:", thread_ts=second["ts"])
         self.assertIn("second topic", r3["text"])
         # The app_mention and the message event of each mention were one turn each (deduped).
         self.assert_no_bot_message(fake, 1, channel=GENERAL, text_contains="echo #", count=4)
@@ -70,7 +70,7 @@ class Conversations(SlackCase):
         fake.say(GENERAL, "job 7 failed", user=ANN, thread_ts=root["ts"])
         self.assert_no_bot_message(fake, 1, channel=GENERAL)
         fake.say(GENERAL, MENTION + " can you look?", thread_ts=root["ts"])
-        r = fake.wait_text(GENERAL, "echo #1:")
+        r = fake.wait_reply(GENERAL, "echo #1:")
         self.assertEqual(r["thread_ts"], root["ts"])
         self.assertIn("Earlier messages", r["text"])
         self.assertIn("the build is red", r["text"])
@@ -80,12 +80,12 @@ class Conversations(SlackCase):
     def test_a_thread_reply_after_a_restart_needs_no_mention(self):
         fake, bridge = self.start_connected()
         first = fake.say(GENERAL, MENTION + " remember me")
-        fake.wait_text(GENERAL, "echo #1:")
+        fake.wait_reply(GENERAL, "echo #1:")
         self.assertEqual(bridge.stop(), 0, bridge.stderr())
         self.start_bridge(fake)
         fake.wait_connections(1)
         fake.say(GENERAL, "still here?", thread_ts=first["ts"])
-        r2 = fake.wait_text(GENERAL, "echo #2:")
+        r2 = fake.wait_reply(GENERAL, "echo #2:")
         self.assertIn("still here?", r2["text"])
         # A thread the bot is not in stays quiet.
         other = fake.say(GENERAL, "people talking", user=BOB)
@@ -95,13 +95,13 @@ class Conversations(SlackCase):
     def test_a_thread_under_an_old_reply_goes_to_its_session(self):
         fake, _ = self.start_connected()
         fake.say(DM_ANN, "one")
-        old = fake.wait_text(DM_ANN, "echo #1:")
+        old = fake.wait_reply(DM_ANN, "echo #1:")
         fake.say(DM_ANN, "new")
         fake.wait_text(DM_ANN, "Now talking to")
         fake.say(DM_ANN, "two")
-        self.assertIn("two", fake.wait_text(DM_ANN, "echo #1:", count=2)["text"])
+        self.assertIn("two", fake.wait_reply(DM_ANN, "echo #1:", count=2)["text"])
         fake.say(DM_ANN, "back to the first", thread_ts=old["ts"])
-        self.assertIn("back to the first", fake.wait_text(DM_ANN, "echo #2:")["text"])
+        self.assertIn("back to the first", fake.wait_reply(DM_ANN, "echo #2:")["text"])
 
     def test_edit_of_a_queued_message_runs_edited(self):
         fake, _ = self.start_connected(provider="queued_edit.json")
@@ -110,8 +110,8 @@ class Conversations(SlackCase):
         queued = fake.say(DM_ANN, "the original second")
         fake.wait_text(DM_ANN, "Queued")
         fake.post("edit", {"channel": DM_ANN, "ts": queued["ts"], "text": "the edited second"})
-        fake.wait_text(DM_ANN, "first turn:")
-        reply = fake.wait_text(DM_ANN, "second turn:")
+        fake.wait_reply(DM_ANN, "first turn:")
+        reply = fake.wait_reply(DM_ANN, "second turn:")
         self.assertIn("the edited second", reply["text"])
         self.assertNotIn("original", reply["text"])
 
@@ -122,7 +122,7 @@ class Commands(SlackCase):
         fake.say(DM_ANN, "help")
         self.assertIn("sessions", fake.wait_text(DM_ANN, "help")["text"])
         fake.say(DM_ANN, "hello")
-        fake.wait_text(DM_ANN, "echo #1:")
+        fake.wait_reply(DM_ANN, "echo #1:")
         fake.say(DM_ANN, "new fix-login")
         fake.wait_text(DM_ANN, "fix-login")
         fake.post("command", {"channel": DM_ANN, "user": ANN, "command": "/sessionturn", "text": "sessions"})
@@ -131,19 +131,19 @@ class Commands(SlackCase):
                         "the picker has buttons: %s" % listing)
         # A sentence that starts with a command word goes to the agent.
         fake.say(DM_ANN, "help me with the tests")
-        self.assertIn("help me with the tests", fake.wait_text(DM_ANN, "echo #1:", count=2)["text"])
+        self.assertIn("help me with the tests", fake.wait_reply(DM_ANN, "echo #1:", count=2)["text"])
 
     def test_answer_by_button_and_by_reply(self):
         fake, _ = self.start_connected(provider="question.json")
         fake.say(DM_ANN, "pick one")
         question = fake.wait_text(DM_ANN, "Which language?")
         fake.post("press", {"channel": DM_ANN, "ts": question["ts"], "user": ANN, "label": "Python"})
-        fake.wait_text(DM_ANN, "Answers: lang=Python")
+        fake.wait_reply(DM_ANN, "Answers: lang=Python")
         fake.wait_text(DM_ANN, "Answered by")
         fake.say(DM_ANN, "pick again")
         fake.wait_text(DM_ANN, "Which language?")
         fake.say(DM_ANN, "c++")
-        fake.wait_text(DM_ANN, "Answers: lang=C++")
+        fake.wait_reply(DM_ANN, "Answers: lang=C++")
         self.assert_no_bot_message(fake, 1, channel=DM_ANN, text_contains="echo #")
 
     def test_stop_ends_a_long_turn(self):
@@ -165,15 +165,15 @@ class Delivery(SlackCase):
         fake.post("socket", {"action": "disconnect", "reason": "refresh_requested", "close_after": 2})
         fake.wait_connections(2)  # the next connection said hello while the old one still drains
         fake.say(DM_ANN, "during the refresh")
-        fake.wait_text(DM_ANN, "slow reply #1", timeout=20)
-        fake.wait_text(DM_ANN, "slow reply #2", timeout=20)
+        fake.wait_reply(DM_ANN, "slow reply #1", timeout=20)
+        fake.wait_reply(DM_ANN, "slow reply #2", timeout=20)
         self.assert_no_bot_message(fake, 1.5, channel=DM_ANN, text_contains="slow reply", count=3)
         self.assertEqual(len(fake.bot_messages(DM_ANN)), 2, fake.bot_texts(DM_ANN))
         # A dropped connection (no close frame) is replaced too.
         fake.post("socket", {"action": "drop"})
         fake.wait(timeout=15, connections=3)
         fake.say(DM_ANN, "after the drop")
-        fake.wait_text(DM_ANN, "slow reply #3", timeout=20)
+        fake.wait_reply(DM_ANN, "slow reply #3", timeout=20)
         self.assertIn("Socket Mode connection", bridge.stderr())
 
     def test_a_half_open_connection_is_noticed_and_its_events_come_again(self):
@@ -184,7 +184,7 @@ class Delivery(SlackCase):
         sent = fake.say(DM_ANN, "through a dead socket")
         # The bridge misses its pong, drops the connection and opens another; Slack's retry comes there.
         self.assertIsNotNone(fake.wait(timeout=15, closed_connections=1), fake.get("connections"))
-        r = fake.wait_text(DM_ANN, "echo #1:", timeout=20)
+        r = fake.wait_reply(DM_ANN, "echo #1:", timeout=20)
         self.assertIn("through a dead socket", r["text"])
         self.assert_no_bot_message(fake, 1.5, channel=DM_ANN, text_contains="echo #", count=2)
         self.assertTrue(sent["event_ids"])
@@ -197,7 +197,7 @@ class Delivery(SlackCase):
         fake.wait_text(DM_ANN, "thinking")
         bridge.kill()
         self.start_bridge(fake, provider="slow.json")
-        reply = fake.wait_text(DM_ANN, "slow reply #1", timeout=25)
+        reply = fake.wait_reply(DM_ANN, "slow reply #1", timeout=25)
         self.assertEqual(reply["ts"], placeholder["ts"], "the reply is the same placeholder")
         self.assert_no_bot_message(fake, 1.5, channel=DM_ANN, text_contains="slow reply", count=2)
         self.assertEqual(len(fake.bot_messages(DM_ANN)), 1, fake.bot_texts(DM_ANN))
@@ -206,11 +206,11 @@ class Delivery(SlackCase):
         fake, bridge = self.start_connected(provider="slow.json")
         fake.fault(method="chat.postMessage", kind="ratelimited", retry_after=1, count=3)
         fake.say(DM_ANN, "through the storm")
-        first = fake.wait_text(DM_ANN, "slow reply #1", timeout=30)
+        first = fake.wait_reply(DM_ANN, "slow reply #1", timeout=30)
         fake.say(DM_ANN, "and the next one")
         placeholder = fake.wait_text(DM_ANN, "Working on it")
         fake.fault(method="chat.update", kind="ratelimited", retry_after=1, count=3)
-        second = fake.wait_text(DM_ANN, "slow reply #2", timeout=30)
+        second = fake.wait_reply(DM_ANN, "slow reply #2", timeout=30)
         self.assertEqual(second["ts"], placeholder["ts"])
         self.assert_no_bot_message(fake, 1, channel=DM_ANN, text_contains="slow reply", count=3)
         self.assertEqual([m["ts"] for m in fake.bot_messages(DM_ANN)], [first["ts"], second["ts"]])
@@ -225,7 +225,7 @@ class Delivery(SlackCase):
         fake, bridge = self.start_connected()
         fake.fault(method="chat.postMessage", kind="error", error="invalid_blocks", count=1)
         fake.say(DM_ANN, "plain please")
-        r = fake.wait_text(DM_ANN, "echo #1:")
+        r = fake.wait_reply(DM_ANN, "echo #1:")
         self.assertIn("plain please", r["text"])
         self.assertIn("text only", bridge.stderr())
 
@@ -243,7 +243,7 @@ class EventsApi(SlackCase):
         self.assertEqual(verified["status"], 200, verified)
         self.assertTrue(verified["echoed"], verified)
         fake.say(DM_ANN, "over http")
-        self.assertIn("over http", fake.wait_text(DM_ANN, "echo #1:")["text"])
+        self.assertIn("over http", fake.wait_reply(DM_ANN, "echo #1:")["text"])
         for signing in ("forged", "stale", "missing", "bad_format"):
             fake.post("config", {"signing": signing, "max_retries": 0})
             fake.say(DM_ANN, "signed " + signing)
@@ -264,7 +264,7 @@ class EventsApi(SlackCase):
         fake.say(DM_ANN, "pick one")
         question = fake.wait_text(DM_ANN, "Which language?")
         fake.post("press", {"channel": DM_ANN, "ts": question["ts"], "user": ANN, "label": "C++"})
-        fake.wait_text(DM_ANN, "Answers: lang=C++")
+        fake.wait_reply(DM_ANN, "Answers: lang=C++")
         fake.post("command", {"channel": DM_ANN, "user": ANN, "command": "/sessionturn", "text": "status"})
         fake.wait_text(DM_ANN, "No turn is running")
 
@@ -282,10 +282,10 @@ class Operations(SlackCase):
     def test_tokens_are_never_printed(self):
         fake, bridge = self.start_connected()
         fake.say(DM_ANN, "hello")
-        fake.wait_text(DM_ANN, "echo #1:")
+        fake.wait_reply(DM_ANN, "echo #1:")
         fake.fault(method="users.info", kind="http500", count=3)  # a failed lookup, logged at debug
         fake.say("D0BOB", "hi from bob", user=BOB)
-        fake.wait_text("D0BOB", "echo #1:")
+        fake.wait_reply("D0BOB", "echo #1:")
         fake.post("socket", {"action": "drop"})
         fake.wait(timeout=15, connections=2)
         self.assertEqual(bridge.stop(), 0, bridge.stderr())
@@ -351,7 +351,7 @@ class Operations(SlackCase):
         self.wait_for(lambda: request(bridge.base + "/readyz")[0] == 200, "/readyz 200 once connected", timeout=5)
         self.assertEqual(request(bridge.base + "/healthz")[0], 200)
         fake.say(DM_ANN, "count me")
-        fake.wait_text(DM_ANN, "echo #1:")
+        fake.wait_reply(DM_ANN, "echo #1:")
 
         def metric(name):
             status, text = request(bridge.base + "/metrics")

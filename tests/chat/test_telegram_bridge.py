@@ -41,10 +41,10 @@ class Conversations(BridgeCase):
         fake = self.start_fake()
         self.start_bridge(fake)
         first = fake.send(42, "hello there")
-        r1 = fake.wait_text(42, "echo #1:")
+        r1 = fake.wait_reply(42, "echo #1:")
         self.assertIn("hello there", r1["text"])
         second = fake.send(42, "and again")
-        r2 = fake.wait_text(42, "echo #2:")
+        r2 = fake.wait_reply(42, "echo #2:")
         self.assertIn("and again", r2["text"])
         # Each reply is the placeholder posted for its turn, edited in place: no other bot message.
         self.assertEqual([m["message_id"] for m in fake.bot_messages(42)], [r1["message_id"], r2["message_id"]])
@@ -61,7 +61,7 @@ class Conversations(BridgeCase):
         self.start_bridge(fake)
         quiet = self.post_group(fake, "nobody asked you")
         mention = self.post_group(fake, "@%s what is up" % BOT)
-        r1 = fake.wait_text(GROUP, "echo #1:")
+        r1 = fake.wait_reply(GROUP, "echo #1:")
         # The unmentioned message reached the bridge first and no Session: this is the Session's first turn.
         self.assertIn("what is up", r1["text"])
         self.assertNotIn("nobody asked", r1["text"])
@@ -69,7 +69,7 @@ class Conversations(BridgeCase):
         self.wait_confirmed(fake, quiet["update_id"])
         fake.post("send", {"chat_id": GROUP, "from": BOB, "text": "a reply without a mention",
                            "reply_to_message_id": r1["message_id"]})
-        r2 = fake.wait_text(GROUP, "echo #2:")
+        r2 = fake.wait_reply(GROUP, "echo #2:")
         self.assertIn("a reply without a mention", r2["text"])
         later = self.post_group(fake, "still nobody asked")
         self.wait_confirmed(fake, later["update_id"])
@@ -105,17 +105,17 @@ class Conversations(BridgeCase):
         fake = self.start_fake()
         self.start_bridge(fake)
         fake.send(42, "one")
-        fake.wait_text(42, "echo #1:")
+        fake.wait_reply(42, "echo #1:")
         fake.send(42, "one more")
-        old = fake.wait_text(42, "echo #2:")
+        old = fake.wait_reply(42, "echo #2:")
         fake.send(42, "/new")
         fake.wait_text(42, "Now talking to")
         fake.send(42, "two")
-        self.assertIn("two", fake.wait_text(42, "echo #1:", count=2)["text"])
+        self.assertIn("two", fake.wait_reply(42, "echo #1:", count=2)["text"])
         fake.post("send", {"chat_id": 42, "from": ANN, "text": "to the first", "reply_to_message_id": old["message_id"]})
-        self.assertIn("to the first", fake.wait_text(42, "echo #3:")["text"])
+        self.assertIn("to the first", fake.wait_reply(42, "echo #3:")["text"])
         fake.send(42, "three")
-        self.assertIn("three", fake.wait_text(42, "echo #2:", count=2)["text"])
+        self.assertIn("three", fake.wait_reply(42, "echo #2:", count=2)["text"])
 
 
 class Commands(BridgeCase):
@@ -134,11 +134,11 @@ class Commands(BridgeCase):
         fake.wait_text(42, "Now talking to", count=2)
         for n, text in ((1, "hi other"), (2, "hi other again")):
             fake.send(42, text)
-            fake.wait_text(42, "echo #%d: [telegram message from Ann (42)]\n%s" % (n, text))
+            fake.wait_reply(42, "echo #%d: [telegram message from Ann (42)]\n%s" % (n, text))
         fake.send(42, "/use fix-login")
         fake.wait_text(42, "Now talking to", count=3)
         fake.send(42, "for fix-login")
-        fake.wait_text(42, "echo #1: [telegram message from Ann (42)]\nfor fix-login")
+        fake.wait_reply(42, "echo #1: [telegram message from Ann (42)]\nfor fix-login")
         fake.send(42, "/sessions")
         listing = fake.wait_text(42, "Sessions of this chat")
         self.assertIn("fix-login", listing["text"])
@@ -149,7 +149,7 @@ class Commands(BridgeCase):
         self.wait_for(lambda: any(a.get("callback_query_id") == pressed["callback_query_id"]
                                   for a in fake.get("callback_answers")), "the press to be answered")
         fake.send(42, "back to other")
-        fake.wait_text(42, "echo #3: [telegram message from Ann (42)]\nback to other")
+        fake.wait_reply(42, "echo #3: [telegram message from Ann (42)]\nback to other")
         # No command ever reached an agent: the echo counts above would be off.
         self.assertFalse([t for t in fake.bot_texts(42) if t.startswith("echo") and "/" in t])
 
@@ -197,14 +197,14 @@ class Questions(BridgeCase):
         question = fake.wait_text(42, "Which language?")
         pressed = fake.post("press", {"chat_id": 42, "message_id": question["message_id"], "from": ANN,
                                       "data": button(question, "Python")})
-        fake.wait_text(42, "Answers: lang=Python")
+        fake.wait_reply(42, "Answers: lang=Python")
         self.wait_for(lambda: any(a.get("callback_query_id") == pressed["callback_query_id"]
                                   for a in fake.get("callback_answers")), "answerCallbackQuery")
         self.assertNotIn("Which language?", fake.wait_text(42, "Answered by Ann: Python")["text"])
         fake.send(42, "pick again")
         second = fake.wait_text(42, "Which language?")
         fake.post("send", {"chat_id": 42, "from": ANN, "text": "c++", "reply_to_message_id": second["message_id"]})
-        fake.wait_text(42, "Answers: lang=C++")
+        fake.wait_reply(42, "Answers: lang=C++")
         # The reply was an answer, not a third prompt.
         self.assert_none_within(fake, 1, chat_id=42, text_contains="Which language?", count=2)
 
@@ -238,7 +238,7 @@ class Delivery(BridgeCase):
         fake.wait_text(42, "thinking")  # edited: the bridge has the placeholder's id in its store
         bridge.kill()
         again = self.start_bridge(fake, provider="slow.json")
-        reply = fake.wait_text(42, "slow reply #1", timeout=20)
+        reply = fake.wait_reply(42, "slow reply #1", timeout=20)
         self.assertEqual(reply["message_id"], placeholder["message_id"], "the reply is the same placeholder")
         self.assert_none_within(fake, 1.5, chat_id=42, text_contains="slow reply", count=2)
         self.assertEqual(len(fake.bot_messages(42)), 1, fake.bot_texts(42))
@@ -250,13 +250,13 @@ class Delivery(BridgeCase):
         # On sendMessage: the placeholder is refused, the reply posted once after the waits.
         fake.fault(method="sendMessage", status=429, retry_after=1, count=3)
         fake.send(42, "through the storm")
-        first = fake.wait_text(42, "slow reply #1", timeout=30)
+        first = fake.wait_reply(42, "slow reply #1", timeout=30)
         self.assertEqual(len(fake.bot_messages(42)), 1, fake.bot_texts(42))
         # On editMessageText: the placeholder is there, the progress and the reply edits are refused.
         fake.send(42, "and the next one")
         placeholder = fake.wait_text(42, "Working on it")
         fake.fault(method="editMessageText", status=429, retry_after=1, count=3)
-        second = fake.wait_text(42, "slow reply #2", timeout=30)
+        second = fake.wait_reply(42, "slow reply #2", timeout=30)
         self.assertEqual(second["message_id"], placeholder["message_id"], "the reply is the placeholder")
         self.assert_none_within(fake, 1, chat_id=42, text_contains="slow reply", count=3)
         self.assertEqual([m["message_id"] for m in fake.bot_messages(42)],
@@ -293,8 +293,8 @@ class Delivery(BridgeCase):
         queued = fake.send(42, "the original second")
         fake.wait_text(42, "Queued")
         fake.post("edit", {"chat_id": 42, "message_id": queued["message_id"], "text": "the edited second"})
-        fake.wait_text(42, "first turn:")
-        reply = fake.wait_text(42, "second turn:")
+        fake.wait_reply(42, "first turn:")
+        reply = fake.wait_reply(42, "second turn:")
         self.assertIn("the edited second", reply["text"])
         self.assertNotIn("original", reply["text"])
 
@@ -324,12 +324,12 @@ class Webhook(BridgeCase):
         update["message"]["text"] = "rightly sent"
         status, _ = request(url, update, headers={"X-Telegram-Bot-Api-Secret-Token": self.SECRET})
         self.assertEqual(status, 200)
-        reply = fake.wait_text(66, "echo #1:")
+        reply = fake.wait_reply(66, "echo #1:")
         self.assertIn("rightly sent", reply["text"])
         self.assertFalse([c for c in fake.calls() if "forged" in str(c["params"].get("text", ""))])
         # And what the fake itself delivers, with the secret it was given.
         fake.send(42, "through the hook")
-        self.assertIn("through the hook", fake.wait_text(42, "echo #1:")["text"])
+        self.assertIn("through the hook", fake.wait_reply(42, "echo #1:")["text"])
         self.assertTrue(all(d["status"] == 200 for d in fake.get("deliveries")), fake.get("deliveries"))
 
 
@@ -339,7 +339,7 @@ class Operations(BridgeCase):
         fake = self.start_fake(token=token)
         bridge = self.start_bridge(fake, token=token)
         fake.send(42, "hello")
-        fake.wait_text(42, "echo #1:")
+        fake.wait_reply(42, "echo #1:")
         fake.fault(method="getUpdates", status=500, count=3)  # a failed poll, logged
         fake.send(42, "end the long poll")  # the next poll meets the faults
         self.wait_for(lambda: "getUpdates failed" in bridge.stderr(), "a logged getUpdates failure")
@@ -403,7 +403,7 @@ class Operations(BridgeCase):
         bridge = self.start_bridge(fake)
         self.assertEqual(request(bridge.base + "/healthz")[0], 200)
         fake.send(42, "count me")
-        fake.wait_text(42, "echo #1:")
+        fake.wait_reply(42, "echo #1:")
 
         def completed():
             status, text = request(bridge.base + "/metrics")

@@ -601,7 +601,7 @@ class TelegramBridgeInTheCluster(BridgeInTheCluster):
         def first():
             self.first_session = self.first_turn(
                 lambda: telegram.send(CHAT, "hello from the cluster"),
-                lambda: self.assertIn("hello from the cluster", telegram.wait_text(CHAT, "echo #1:", timeout=30)["text"]))
+                lambda: self.assertIn("hello from the cluster", telegram.wait_reply(CHAT, "echo #1:", timeout=30)["text"]))
         used = self.step(steps, "first message: a new Session from the spawner, a whole turn over exec", first)
         for grant in (("kelos.dev", "sessions", "get"), ("kelos.dev", "sessionspawners", "get"),
                       ("kelos.dev", "sessions", "create"), ("kelos.dev", "sessions", "list"),
@@ -617,7 +617,7 @@ class TelegramBridgeInTheCluster(BridgeInTheCluster):
         def wake():
             self.kube.control("idle-suspend", {"namespace": NS, "name": name})
             telegram.send(CHAT, "after a nap")
-            self.assertIn("after a nap", telegram.wait_text(CHAT, "echo #2:", timeout=30)["text"])
+            self.assertIn("after a nap", telegram.wait_reply(CHAT, "echo #2:", timeout=30)["text"])
             # The resume is acknowledged after the turn's first history.end.
             self.wait_for(lambda: self.annotation(name, "kelos.dev/session-idle-resume-acknowledgement"),
                           "the resume acknowledgement")
@@ -632,7 +632,7 @@ class TelegramBridgeInTheCluster(BridgeInTheCluster):
         self.step(steps, "/resume and a turn", lambda: (
             telegram.send(CHAT, "/resume"), telegram.wait_text(CHAT, "Resumed", timeout=20),
             telegram.send(CHAT, "back again"),
-            self.assertIn("back again", telegram.wait_text(CHAT, "echo #3:", timeout=30)["text"])))
+            self.assertIn("back again", telegram.wait_reply(CHAT, "echo #3:", timeout=30)["text"])))
 
         def delete():
             telegram.send(CHAT, "/delete " + name)
@@ -664,7 +664,7 @@ class SlackBridgeInTheCluster(BridgeInTheCluster):
                          lambda: self.first_turn(
                              lambda: fake.say(slack.DM_ANN, "hello from slack"),
                              lambda: self.assertIn("hello from slack",
-                                                   fake.wait_text(slack.DM_ANN, "echo #1:", timeout=30)["text"])))
+                                                   fake.wait_reply(slack.DM_ANN, "echo #1:", timeout=30)["text"])))
         for grant in (("kelos.dev", "sessions", "create"), ("kelos.dev", "sessionspawners", "get"),
                       ("", "pods/exec", "get"), ("", "pods/exec", "create")):
             self.assertIn(grant, used)
