@@ -2,6 +2,7 @@
 #include "bridge.hpp"
 
 #include <signal.h>
+#include <sys/prctl.h>
 
 #include <cerrno>
 #include <fstream>
@@ -114,6 +115,9 @@ void Parse(CLI::App& app, int argc, char** argv) {
 }
 
 std::optional<std::string> ReadSecret(const char* env_name, const std::string& file, const char* file_flag) {
+  // A process holding chat secrets is not dumpable: processes of the same user (an agent's tools) cannot
+  // read its memory or /proc/<pid>/environ.
+  ::prctl(PR_SET_DUMPABLE, 0);
   if (const char* v = std::getenv(env_name); v != nullptr && *v != '\0') return Trimmed(v);
   if (file.empty()) return std::nullopt;
   std::ifstream in(file, std::ios::binary);

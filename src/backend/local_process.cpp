@@ -15,6 +15,7 @@
 #include <filesystem>
 
 #include "backend/local_store.hpp"
+#include "chat_secrets.hpp"
 
 extern char** environ;
 
@@ -105,8 +106,13 @@ Result<long> StartDetached(const std::vector<std::string>& argv, const std::stri
   std::vector<char*> cargv;
   for (auto& a : args) cargv.push_back(a.data());
   cargv.push_back(nullptr);
+  // The embedding process's environment, without the chat bridges' secrets (the runtime's agent runs tools).
+  std::vector<std::string> env = WithoutChatSecrets(environ);
+  std::vector<char*> cenv;
+  for (auto& e : env) cenv.push_back(e.data());
+  cenv.push_back(nullptr);
   pid_t launcher = 0;
-  const int rc = ::posix_spawn(&launcher, args[0].c_str(), &fa, &attr, cargv.data(), environ);
+  const int rc = ::posix_spawn(&launcher, args[0].c_str(), &fa, &attr, cargv.data(), cenv.data());
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
   ::close(devnull);

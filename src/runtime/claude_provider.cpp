@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -23,6 +24,7 @@
 
 #include "runtime/claude_wire.hpp"
 #include "runtime/provider.hpp"
+#include "chat_secrets.hpp"
 #include "runtime/text.hpp"
 #include "sigpipe.hpp"
 
@@ -35,7 +37,6 @@ namespace fs = std::filesystem;
 
 constexpr std::string_view kDefaultBinary = "claude";
 constexpr std::string_view kSessionIdFile = "claude-session-id";
-constexpr std::string_view kAllowedToolsFile = "claude-allowed-tools";
 constexpr std::size_t kStderrTailLines = 12;    // kept for a failure message
 constexpr std::size_t kStderrLineBytes = 1024;  // each at most
 constexpr std::chrono::milliseconds kReapPoll{10};
@@ -73,12 +74,19 @@ Result<std::string> ResolveBinary(const std::string& configured) {
                                           "with --agent-bin PATH)");
 }
 
-// The chat bridges' secrets (docs/bridges.md): the agent runs tools and must not inherit them.
-bool IsChatSecret(std::string_view entry) {
-  for (std::string_view name : {"TELEGRAM_BOT_TOKEN", "TELEGRAM_WEBHOOK_SECRET", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN",
-                                "SLACK_SIGNING_SECRET"})
-    if (entry.size() > name.size() && entry.starts_with(name) && entry[name.size()] == '=') return true;
-  return false;
+// A conversation id as the agent makes them (a UUID): anything else in the state file is not passed to
+// --resume (a value starting with '-' would be read as a flag).
+bool IsUuid(std::string_view s) {
+  if (s.size() != 36) return false;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (i == 8 || i == 13 || i == 18 || i == 23) {
+      if (c != '-') return false;
+    } else if (!std::isxdigit(static_cast<unsigned char>(c))) {
+      return false;
+    }
+  }
+  return true;
 }
 
 // Writes `text` to dir/name through a temporary file and a rename (never a half-written file).
@@ -107,7 +115,7 @@ class ClaudeProvider;
 // One turn: the provider does the work; the run is what the runtime holds.
 class ClaudeRun final : public TurnRun, public std::enable_shared_from_this<ClaudeRun> {
  public:
-  ClaudeRun(std::shared_ptr<ClaudeProvider> provider, std::shared_ptr<TurnHost> host, TurnInput input)
+  ClaudeRun(std::weak_ptr<ClaudeProvider> provider, std::shared_ptr<TurnHost> host, TurnInput input)
       : host(std::move(host)), input(std::move(input)), provider_(std::move(provider)) {}
   void Start() override;
   void Interrupt() override;
@@ -119,13 +127,15 @@ class ClaudeRun final : public TurnRun, public std::enable_shared_from_this<Clau
   bool interrupted = false;
 
  private:
-  std::shared_ptr<ClaudeProvider> provider_;
+  std::weak_ptr<ClaudeProvider> provider_;  // the provider holds the active run, not the other way round
 };
 
 // The running agent process.
 struct Agent {
   explicit Agent(asio::io_context& io) : in(io), out(io), err(io), timer(io) {}
-  pid_t pid = 0;
+  pid_t pid = 0;   // 0 once reaped
+  pid_t pgid = 0;  // its process group (tools it started), killed whatever became of the agent
+  bool reap_pending = false;
   asio::posix::stream_descriptor in, out, err;
   asio::steady_timer timer;
   std::array<char, 65536> out_buf{};
@@ -157,8 +167,9 @@ class ClaudeProvider final : public Provider, public std::enable_shared_from_thi
       : spec_(std::move(spec)), binary_(std::move(binary)), log_(std::move(options.log)) {}
   // The runtime calls Stop first, on its I/O thread; this only makes sure no process outlives us.
   ~ClaudeProvider() override {
+    if (agent_ && agent_->pgid > 0) ::kill(-agent_->pgid, SIGKILL);
     if (agent_ && agent_->pid > 0) {
-      ::kill(-agent_->pid, SIGKILL);
+      ::kill(agent_->pid, SIGKILL);
       Wait(agent_->pid);
     }
   }
@@ -169,7 +180,7 @@ class ClaudeProvider final : public Provider, public std::enable_shared_from_thi
     if (!spec_.effort.empty()) status.extra["effort"] = spec_.effort;
   }
   std::shared_ptr<TurnRun> NewRun(std::shared_ptr<TurnHost> host, TurnInput input) override {
-    return std::make_shared<ClaudeRun>(shared_from_this(), std::move(host), std::move(input));
+    return std::make_shared<ClaudeRun>(weak_from_this(), std::move(host), std::move(input));
   }
   void Stop(bool graceful) override;
 
@@ -220,7 +231,7 @@ class ClaudeProvider final : public Provider, public std::enable_shared_from_thi
   std::string session_id_;
   bool session_known_ = false;
   std::string persisted_id_;
-  std::set<std::string> allowed_tools_;  // "Allow for this Session"
+  std::set<std::string> allowed_tools_;  // "Allow for this Session", for the runtime's life
 };
 
 // ---- turns -----------------------------------------------------------------------------------------
@@ -229,6 +240,12 @@ void ClaudeProvider::Begin(const std::shared_ptr<ClaudeRun>& run) {
   active_ = run;
   decoder_.BeginTurn();
   pending_.clear();
+  if (agent_ && (agent_->out_done || !agent_->in.is_open())) {
+    // It is exiting (its output ended, the reaping has not finished): a new one takes this turn.
+    Log(LogLevel::warning, "claude-code: the agent exited between turns; starting it again");
+    KillAgent();
+  }
+  if (agent_) agent_->stderr_lines.clear();  // a failure of this turn shows what it wrote since
   if (!agent_) {
     if (auto st = Spawn(run->input); !st) {
       active_.reset();
@@ -244,10 +261,14 @@ void ClaudeProvider::Begin(const std::shared_ptr<ClaudeRun>& run) {
 void ClaudeProvider::InterruptTurn(ClaudeRun& run) {
   if (!Active(run) || run.interrupted) return;
   run.interrupted = true;
+  // A question the agent waits on would hold the turn open: it is declined first (so the agent reads the
+  // answer before the interrupt), and the journal says so now: nobody can answer what the agent was told
+  // is gone.
+  if (!pending_.empty()) {
+    DenyPending("User cancelled the question");
+    run.host->CancelInputs();
+  }
   Write(claude::InterruptLine("sessionturn-" + std::to_string(++next_control_)));
-  // A question the agent waits on would hold the turn open: it is declined (the runtime journals it
-  // cancelled when the turn ends).
-  DenyPending("User cancelled the question");
 }
 
 void ClaudeProvider::KillTurn(ClaudeRun& run) {
@@ -278,12 +299,9 @@ void ClaudeProvider::Answer(ClaudeRun& run, const std::string& input_id, bool ca
       Write(claude::ControlSuccessLine(p.request_id, claude::DenyResponse(d.message), sid));
       return;
     }
-    if (d.remember && allowed_tools_.insert(p.tool).second && !state_dir_.empty()) {
-      std::string text;
-      for (const auto& t : allowed_tools_) text += t + "\n";
-      if (auto st = WriteFileAtomically(state_dir_, kAllowedToolsFile, text); !st)
-        Log(LogLevel::error, "claude-code: " + st.error().message + " (the rule holds until the runtime stops)");
-    }
+    // Kept in memory only, like the agent's own session rules: a file next to the workspace could be
+    // written by the agent itself (an allowed Write would turn into an allowed Bash after a restart).
+    if (d.remember) allowed_tools_.insert(p.tool);
     Write(claude::ControlSuccessLine(p.request_id, claude::PermissionAllowResponse(p.input, d.remember ? p.tool : ""),
                                      sid));
   }
@@ -312,13 +330,13 @@ void ClaudeProvider::LoadState(const std::string& state_dir) {
   state_loaded_ = true;
   state_dir_ = state_dir;
   if (state_dir_.empty()) return;
-  if (std::string id = ReadTrimmed(state_dir_ + "/" + std::string(kSessionIdFile)); !id.empty()) {
+  const std::string path = state_dir_ + "/" + std::string(kSessionIdFile);
+  if (std::string id = ReadTrimmed(path); IsUuid(id)) {
     session_id_ = persisted_id_ = id;
     session_known_ = true;
+  } else if (!id.empty()) {
+    Log(LogLevel::warning, "claude-code: " + path + " does not hold a conversation id: a new conversation starts");
   }
-  std::ifstream in(state_dir_ + "/" + std::string(kAllowedToolsFile));
-  for (std::string line; std::getline(in, line);)
-    if (!TrimUnicodeSpace(line).empty()) allowed_tools_.insert(std::string(TrimUnicodeSpace(line)));
 }
 
 Status ClaudeProvider::Spawn(const TurnInput& input) {
@@ -337,9 +355,7 @@ Status ClaudeProvider::Spawn(const TurnInput& input) {
     for (int fd : {in_pipe[0], in_pipe[1], out_pipe[0], out_pipe[1]}) ::close(fd);
     return Fail(Errc::io_error, std::string("pipe: ") + std::strerror(errno));
   }
-  std::vector<std::string> env;
-  for (char** e = environ; e && *e; ++e)
-    if (!IsChatSecret(*e)) env.emplace_back(*e);
+  std::vector<std::string> env = WithoutChatSecrets(environ);
   auto pid = SpawnInGroup(argv, in_pipe[0], out_pipe[1], err_pipe[1], env, input.working_dir);
   for (int fd : {in_pipe[0], out_pipe[1], err_pipe[1]}) ::close(fd);
   if (!pid) {
@@ -347,11 +363,18 @@ Status ClaudeProvider::Spawn(const TurnInput& input) {
     return Fail(Errc::io_error, "claude-code: " + pid.error().message);
   }
   auto agent = std::make_shared<Agent>(active_->host->io());
-  agent->pid = *pid;
+  agent->pid = agent->pgid = *pid;
   agent->resumed = resume;
-  agent->in.assign(in_pipe[1]);
-  agent->out.assign(out_pipe[0]);
-  agent->err.assign(err_pipe[0]);
+  asio::error_code ec;
+  agent->in.assign(in_pipe[1], ec);
+  if (!ec) agent->out.assign(out_pipe[0], ec);
+  if (!ec) agent->err.assign(err_pipe[0], ec);
+  if (ec) {
+    for (int fd : {in_pipe[1], out_pipe[0], err_pipe[0]}) ::close(fd);  // close() of an unassigned one is ours
+    ::kill(-agent->pgid, SIGKILL);
+    Wait(agent->pid);
+    return Fail(Errc::io_error, "claude-code: cannot watch the agent's pipes: " + ec.message());
+  }
   agent_ = agent;
   decoder_.ForgetSession();  // the new process names its conversation afresh
   decoder_.BeginTurn();
@@ -510,12 +533,23 @@ void ClaudeProvider::OnControlRequest(const claude::ControlRequest& cr) {
 void ClaudeProvider::PersistSession() {
   const std::string& named = decoder_.session_id();
   if (named.empty() || named == persisted_id_) return;
+  if (!IsUuid(named)) {
+    if (named != session_id_) Log(LogLevel::warning, "claude-code: the agent named a conversation that is not a UUID");
+    session_id_ = named;  // used while it runs, never saved for --resume
+    return;
+  }
   session_id_ = named;
   session_known_ = true;
+  if (state_dir_.empty()) {
+    persisted_id_ = named;
+    return;
+  }
+  if (auto st = WriteFileAtomically(state_dir_, kSessionIdFile, named + "\n"); !st) {
+    Log(LogLevel::error, "claude-code: " + st.error().message + ": tried again with the next line; a runtime restart "
+                             "before it is saved resumes the conversation saved before, if any");
+    return;
+  }
   persisted_id_ = named;
-  if (state_dir_.empty()) return;
-  if (auto st = WriteFileAtomically(state_dir_, kSessionIdFile, named + "\n"); !st)
-    Log(LogLevel::error, "claude-code: " + st.error().message + ": a runtime restart will start a new conversation");
 }
 
 void ClaudeProvider::ProtocolError(const std::string& what) {
@@ -528,19 +562,24 @@ void ClaudeProvider::ProtocolError(const std::string& what) {
 }
 
 void ClaudeProvider::MaybeReap(const std::shared_ptr<Agent>& agent) {
-  if (agent_ != agent || !agent->out_done) return;
+  if (agent_ != agent || !agent->out_done || agent->reap_pending) return;
   const auto since = std::chrono::steady_clock::now() - agent->out_done_at;
   int status = 0;
   pid_t r = agent->err_done || since >= kStderrGrace ? ::waitpid(agent->pid, &status, WNOHANG) : 0;
   if (r == 0 && since >= kExitGrace) {
     // Its stdout is gone but it lives on: of no use any more.
-    ::kill(-agent->pid, SIGKILL);
+    ::kill(-agent->pgid, SIGKILL);
+    ::kill(agent->pid, SIGKILL);
     Wait(agent->pid);
     return Exited(agent, -1);
   }
   if (r == 0) {
+    // One poll at a time (stdout's and stderr's ends both come here).
+    agent->reap_pending = true;
     agent->timer.expires_after(kReapPoll);
-    agent->timer.async_wait([self = weak_from_this(), agent](const asio::error_code&) {
+    agent->timer.async_wait([self = weak_from_this(), agent](const asio::error_code& ec) {
+      agent->reap_pending = false;
+      if (ec == asio::error::operation_aborted) return;
       if (auto p = self.lock()) p->MaybeReap(agent);
     });
     return;
@@ -549,7 +588,7 @@ void ClaudeProvider::MaybeReap(const std::shared_ptr<Agent>& agent) {
 }
 
 void ClaudeProvider::Exited(const std::shared_ptr<Agent>& agent, int wait_status) {
-  agent->pid = 0;
+  agent->pid = 0;  // reaped; KillAgent still ends what is left of its process group
   std::string why = "Claude Code exited";
   if (wait_status == -1) why = "Claude Code closed its output";
   else if (WIFEXITED(wait_status)) why += " with status " + std::to_string(WEXITSTATUS(wait_status));
@@ -572,8 +611,10 @@ void ClaudeProvider::KillAgent() {
   auto agent = std::move(agent_);
   agent_.reset();
   if (!agent) return;
+  // The whole group: tools the agent started (a dev server, an MCP server) go with it.
+  if (agent->pgid > 0) ::kill(-agent->pgid, SIGKILL);
   if (agent->pid > 0) {
-    ::kill(-agent->pid, SIGKILL);
+    ::kill(agent->pid, SIGKILL);  // in case it left its group
     Wait(agent->pid);
     agent->pid = 0;
   }
@@ -587,27 +628,40 @@ void ClaudeProvider::KillAgent() {
 void ClaudeProvider::Stop(bool graceful) {
   active_.reset();
   pending_.clear();
+  // What a runtime keeps in memory goes with it: the session rules, and (with a state directory, which
+  // the next start reads again) the conversation id. Without one, the id lives as long as the object, as
+  // the in-memory journal does through a simulated restart.
+  allowed_tools_.clear();
+  if (!state_dir_.empty()) state_loaded_ = session_known_ = false;
   if (agent_ && agent_->pid > 0 && graceful) {
-    // End of input: the agent finishes writing its conversation and exits; killed if it does not.
+    // End of input: the agent finishes writing its conversation and exits; killed if it does not. Its
+    // output is closed too, so it cannot block on a full pipe meanwhile.
     asio::error_code ignored;
     agent_->in.close(ignored);
+    agent_->out.close(ignored);
     const auto deadline = std::chrono::steady_clock::now() + kExitGrace;
     int status = 0;
     pid_t r = 0;
     while ((r = ::waitpid(agent_->pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(kReapPoll);
-    if (r != 0) agent_->pid = 0;  // exited (or not ours to wait for): nothing to kill
+    if (r != 0) agent_->pid = 0;  // exited (or not ours to wait for)
   }
   KillAgent();
 }
 
 // ---- ClaudeRun -------------------------------------------------------------------------------------
 
-void ClaudeRun::Start() { provider_->Begin(shared_from_this()); }
-void ClaudeRun::Interrupt() { provider_->InterruptTurn(*this); }
-void ClaudeRun::Kill() { provider_->KillTurn(*this); }
+void ClaudeRun::Start() {
+  if (auto p = provider_.lock()) p->Begin(shared_from_this());
+}
+void ClaudeRun::Interrupt() {
+  if (auto p = provider_.lock()) p->InterruptTurn(*this);
+}
+void ClaudeRun::Kill() {
+  if (auto p = provider_.lock()) p->KillTurn(*this);
+}
 void ClaudeRun::InputResolved(const std::string& input_id, bool cancelled, const Answers& answers) {
-  provider_->Answer(*this, input_id, cancelled, answers);
+  if (auto p = provider_.lock()) p->Answer(*this, input_id, cancelled, answers);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "runtime/claude_wire.hpp"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "runtime/text.hpp"
 
@@ -8,6 +9,9 @@ namespace sessionturn::runtime::claude {
 namespace {
 
 constexpr std::size_t kShortInputBytes = 200;
+// Deeper lines are not the agent's protocol (its deepest is a tool input): nlohmann's copy, dump and
+// destruction recurse, so a line of 8 MiB of '[' must be refused before it is parsed.
+constexpr int kMaxNesting = 128;
 constexpr std::string_view kEllipsis = "\xE2\x80\xA6";
 
 std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
@@ -61,6 +65,34 @@ std::string OneLine(std::string_view s) {
   if (more_lines) out += kEllipsis;
   return out;
 }
+
+// True when `line` nests arrays and objects deeper than kMaxNesting (brackets in strings do not count).
+bool TooDeep(std::string_view line) {
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxNesting) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
+// Token counts add up without overflow (the agent's numbers are untrusted).
+std::int64_t Add(std::int64_t a, std::int64_t b) {
+  std::int64_t out = 0;
+  if (__builtin_add_overflow(a, b, &out)) return b > 0 ? INT64_MAX : INT64_MIN;
+  return out;
+}
+std::int64_t Tokens(std::int64_t v) { return v < 0 ? 0 : v; }
 
 Event Make(std::string_view type) {
   Event e;
@@ -261,6 +293,10 @@ void StreamDecoder::BeginTurn() {
 
 LineOutcome StreamDecoder::Feed(std::string_view line) {
   LineOutcome out;
+  if (TooDeep(line)) {
+    out.protocol_error = "a line nested deeper than " + std::to_string(kMaxNesting) + " levels: " + Excerpt(line);
+    return out;
+  }
   Json j = Json::parse(line, nullptr, false);
   if (j.is_discarded()) {
     out.protocol_error = "a line that is not JSON: " + Excerpt(line);
@@ -368,8 +404,8 @@ void StreamDecoder::Message(std::string_view type, const Json& message, LineOutc
   if (type == "assistant") {
     const Json& u = Obj(message, "usage");
     if (!u.empty())
-      usage_.context_tokens =
-          Int(u, "input_tokens") + Int(u, "cache_creation_input_tokens") + Int(u, "cache_read_input_tokens");
+      usage_.context_tokens = Add(Add(Tokens(Int(u, "input_tokens")), Tokens(Int(u, "cache_creation_input_tokens"))),
+                                  Tokens(Int(u, "cache_read_input_tokens")));
   }
   if (!content || !content->is_array()) return;  // a replayed prompt may be a plain string
   for (const Json& block : *content) {
@@ -418,12 +454,12 @@ void StreamDecoder::ToolStarted(const std::string& id, const std::string& name, 
 
 void StreamDecoder::OnResult(const Json& j, LineOutcome& out) {
   const Json& u = Obj(j, "usage");
-  const std::int64_t in =
-      Int(u, "input_tokens") + Int(u, "cache_creation_input_tokens") + Int(u, "cache_read_input_tokens");
-  const std::int64_t outp = Int(u, "output_tokens");
-  usage_.input_tokens += in;
-  usage_.output_tokens += outp;
-  usage_.total_tokens += in + outp;
+  const std::int64_t in = Add(Add(Tokens(Int(u, "input_tokens")), Tokens(Int(u, "cache_creation_input_tokens"))),
+                              Tokens(Int(u, "cache_read_input_tokens")));
+  const std::int64_t outp = Tokens(Int(u, "output_tokens"));
+  usage_.input_tokens = Add(usage_.input_tokens, in);
+  usage_.output_tokens = Add(usage_.output_tokens, outp);
+  usage_.total_tokens = Add(usage_.total_tokens, Add(in, outp));
   for (const auto& [m, mu] : Obj(j, "modelUsage").items())
     usage_.context_window = std::max(usage_.context_window, Int(mu, "contextWindow"));
   RuntimeStatus rs;

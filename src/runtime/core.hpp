@@ -40,6 +40,7 @@ class ActiveHost : public runtime::TurnHost {
   ActiveHost(Core& rt, std::string turn_id) : rt_(rt), turn_id_(std::move(turn_id)) {}
   void Emit(Event event) override;
   std::string Ask(std::string input_id, std::vector<InputQuestion> questions) override;
+  void CancelInputs() override;
   void Done(std::string status, std::string error) override;
   bool Paused() const override;
   void WhenResumed(std::function<void()> fn) override;
@@ -59,8 +60,9 @@ Event MakeEvent(std::string_view type);
 
 struct Core : runtime::ConnOwner {
   LocalRuntimeOptions opt;
-  std::shared_ptr<runtime::Provider> provider;
   asio::io_context io{1};
+  // After io: a provider's I/O objects (claude-code's pipes) go before the io_context.
+  std::shared_ptr<runtime::Provider> provider;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
   std::thread thread;
   std::atomic<std::thread::id> io_thread_id{};

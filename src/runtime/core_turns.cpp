@@ -196,6 +196,10 @@ std::string ActiveHost::Ask(std::string input_id, std::vector<InputQuestion> que
   return rt_.Ask(turn_id_, std::move(input_id), std::move(questions));
 }
 
+void ActiveHost::CancelInputs() {
+  if (alive) rt_.CancelOpenInputs(turn_id_);
+}
+
 void ActiveHost::Done(std::string status, std::string error) {
   if (!alive) return;
   alive = false;

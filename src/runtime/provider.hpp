@@ -32,6 +32,9 @@ class TurnHost {
   // Journals input.requested {status: pending} and returns the input id: `input_id`, or when that is
   // empty one the runtime picks ("input-N"). The run hears back through TurnRun::InputResolved.
   virtual std::string Ask(std::string input_id, std::vector<InputQuestion> questions) = 0;
+  // Journals every open question of this turn as cancelled (input.resolved), as a turn's end does: for a
+  // provider that told its agent the questions are gone before the turn ends (an interrupt).
+  virtual void CancelInputs() = 0;
   // The turn is over: "completed", "failed" (error, when given, is journaled first) or "interrupted".
   virtual void Done(std::string status, std::string error) = 0;
   virtual bool Paused() const = 0;

@@ -283,6 +283,9 @@ Result<int> SpawnInGroup(const std::vector<std::string>& argv, int in, int out, 
   posix_spawn_file_actions_adddup2(&fa, out, 1);
   posix_spawn_file_actions_adddup2(&fa, err, 2);
   if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
+  // Nothing else of ours: the runtime's sockets (Asio opens them without close-on-exec) must not reach
+  // a command or an agent, whose tools could write into a client's connection or keep the listener alive.
+  posix_spawn_file_actions_addclosefrom_np(&fa, 3);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   posix_spawnattr_setpgroup(&attr, 0);

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <atomic>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -66,6 +67,13 @@ struct ClaudeFixture : Fixture {
   }
 };
 
+// Sets an environment variable for a scope (before the runtime and its threads start).
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(std::string n, const char* value) : name(std::move(n)) { ::setenv(name.c_str(), value, 1); }
+  ~ScopedEnv() { ::unsetenv(name.c_str()); }
+};
+
 bool HasArg(const Json& start, const std::string& arg) {
   for (const auto& a : start.at("argv"))
     if (a == arg) return true;
@@ -108,8 +116,8 @@ struct Answerer {
 TEST_CASE("claude-code: a streamed reply, the agent's flags, its model and the conversation id saved",
           "[runtime][claude]") {
   // The bridges' chat secrets stay out of the agent's environment; the rest of it gets through.
-  ::setenv("SLACK_BOT_TOKEN", "xoxb-not-for-the-agent", 1);
-  ::setenv("FAKE_CLAUDE_PROBE", "1", 1);
+  ScopedEnv token("SLACK_BOT_TOKEN", "xoxb-not-for-the-agent");
+  ScopedEnv probe("FAKE_CLAUDE_PROBE", "1");
   ClaudeFixture f("model=opus,effort=high");
   Recorder rec;
   TurnOptions o;
@@ -131,8 +139,6 @@ TEST_CASE("claude-code: a streamed reply, the agent's flags, its model and the c
   CHECK(ArgAfter(s, "--effort") == "high");
   CHECK(s.at("cwd") == f.dir.path + "/work");
   CHECK(s.at("env") == Json::array({"FAKE_CLAUDE_PROBE"}));
-  ::unsetenv("SLACK_BOT_TOKEN");
-  ::unsetenv("FAKE_CLAUDE_PROBE");
   const std::string id = ArgAfter(s, "--session-id");
   REQUIRE(id.size() == 36);
   CHECK(f.SavedSessionId() == id);
@@ -274,10 +280,16 @@ TEST_CASE("claude-code: with permissions=ask a tool use is a question, allowed o
   auto r5 = f.Run("permission", o4);
   CHECK(r5.text.find("allowed: rm -rf build") != std::string::npos);
   CHECK(session.asked.size() == 1);
-  std::ifstream rules(f.dir.path + "/state/claude-allowed-tools");
-  std::string rule;
-  std::getline(rules, rule);
-  CHECK(rule == "Bash");
+  // Not written next to the workspace, where the agent could grant itself more.
+  CHECK_FALSE(std::filesystem::exists(f.dir.path + "/state/claude-allowed-tools"));
+  // A new runtime asks again.
+  REQUIRE(f.runtime->Restart().has_value());
+  Answerer again;
+  again.answers = {{"question-1", {"Allow"}}};
+  TurnOptions o6;
+  again.Into(o6);
+  f.Run("permission", o6);
+  CHECK(again.asked.size() == 1);
 }
 
 TEST_CASE("claude-code: permissions=skip passes the agent's flag and asks nothing", "[runtime][claude]") {
@@ -318,6 +330,38 @@ TEST_CASE("claude-code: an interrupt is a control request, and the agent ends th
   auto next = f.Run("after the interrupt");
   CHECK(next.text == "you said: after the interrupt");
   CHECK(f.Starts().size() == 1);  // the agent stopped the turn itself: same process
+}
+
+TEST_CASE("claude-code: an interrupt while the agent waits for an answer declines it and cancels it in the journal",
+          "[runtime][claude]") {
+  ClaudeFixture f;
+  TurnOptions o;
+  o.questions = QuestionPolicy::ask;
+  o.timeout = kWait;
+  std::atomic<bool> asked{false};
+  o.on_question = [&](const Event&, Responder) { asked = true; };  // never answered
+  auto turn = f.Async("ask", o);
+  const Event q = f.WaitEvent([](const Event& e) { return e.type == event_type::kInputRequested; });
+  REQUIRE(f.driver->Interrupt().has_value());
+  auto r = Get(turn);
+  REQUIRE(r.has_value());
+  CHECK(r->status == TurnStatus::interrupted);
+  CHECK(asked);
+  // Cancelled before the turn ended, and never answered.
+  std::int64_t cancelled = 0, completed = 0;
+  for (const auto& e : f.runtime->JournalEvents()) {
+    if (e.type == event_type::kInputResolved && e.input_id == q.input_id) {
+      CHECK(e.status == "cancelled");
+      cancelled = e.id;
+    }
+    if (e.type == event_type::kTurnCompleted && e.turn_id == q.turn_id) completed = e.id;
+  }
+  CHECK(cancelled > 0);
+  CHECK(cancelled < completed);
+  CHECK_FALSE(f.driver->Answer(q.input_id, {{"question-1", {"Red"}}}).has_value());  // nothing to answer
+  auto next = f.Run("still talking");
+  CHECK(next.text == "you said: still talking");
+  CHECK(f.Starts().size() == 1);
 }
 
 TEST_CASE("claude-code: an agent that ignores the interrupt is killed at the timeout and resumed next turn",

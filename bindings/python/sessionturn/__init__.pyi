@@ -1,7 +1,8 @@
 """Type stubs of the sessionturn package (the compiled module and its facade)."""
+import asyncio
 import builtins
 from types import TracebackType
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Type
+from typing import Any, Awaitable, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Type
 
 __version__: str
 
@@ -348,3 +349,193 @@ class SessionClient:
     def resume(self, name: str) -> Session: ...
     def delete(self, name: str) -> None: ...
     def wait_ready(self, name: str, *, timeout: float = 600.0, resume_idle: bool = True) -> Session: ...
+
+# ---- the routing helper (sessionturn/_router.py) -------------------------------------------------------------------
+
+class Context:
+    """The event loop the library's work runs on (``threads`` worker threads)."""
+
+    def __init__(self, threads: int = 1) -> None: ...
+    @property
+    def threads(self) -> int: ...
+
+def default_context() -> Context: ...
+
+class SessionBackend:
+    def describe(self) -> str: ...
+    @property
+    def context(self) -> Context: ...
+
+def LocalBackend(state_dir: str, *, provider: str = ..., agent_bin: str = ..., idle_suspend: float = ...,
+                 delete_after: float = ..., owner: str = ..., in_process: bool = ..., allow_shell: bool = ...,
+                 runtime_program: str = ..., ctx: Optional[Context] = ...) -> SessionBackend: ...
+def KubernetesBackend(*, namespace: str = ..., spawner: str = ..., template: str = ..., owner: str = ...,
+                      kubeconfig: str = ..., context: str = ..., ctx: Optional[Context] = ...) -> SessionBackend: ...
+
+class ThreadRef:
+    platform: str
+    workspace: str
+    chat: str
+    thread: str
+    def __init__(self, platform: str, workspace: str, chat: str, thread: str) -> None: ...
+
+class Button:
+    label: str
+    data: str
+    def __init__(self, label: str, data: str) -> None: ...
+
+class OutboundMessage:
+    text: str
+    buttons: Tuple[Tuple[Button, ...], ...]
+    reply_to: str
+    def __init__(self, text: str, buttons: Tuple[Tuple[Button, ...], ...] = ..., reply_to: str = ...) -> None: ...
+
+class ThreadMessage:
+    author_name: str
+    text: str
+    is_bot: bool
+    def __init__(self, author_name: str, text: str, is_bot: bool = ...) -> None: ...
+
+class ChatCapabilities:
+    max_length: int
+    unit: str
+    soft_length: int
+    dialect: str
+    edits_per_interval: int
+    edit_interval: float
+    buttons: bool
+    button_data_limit: int
+    threads: bool
+    typing: bool
+    fetch_thread: bool
+    command_prefix: str
+    def __init__(self, max_length: int = ..., unit: str = ..., soft_length: int = ..., dialect: str = ...,
+                 edits_per_interval: int = ..., edit_interval: float = ..., buttons: bool = ...,
+                 button_data_limit: int = ..., threads: bool = ..., typing: bool = ..., fetch_thread: bool = ...,
+                 command_prefix: str = ...) -> None: ...
+
+class InboundMessage:
+    platform: str
+    chat: str
+    message_id: str
+    text: str
+    workspace: str
+    thread: str
+    reply_to_message_id: str
+    author_id: str
+    author_name: str
+    attachments_text: Sequence[str]
+    is_bot: bool
+    is_self: bool
+    mentions_bot: bool
+    is_private_chat: bool
+    event_id: str
+    kind: str
+    def __init__(self, platform: str, chat: str, message_id: str, text: str = ..., workspace: str = ...,
+                 thread: str = ..., reply_to_message_id: str = ..., author_id: str = ..., author_name: str = ...,
+                 attachments_text: Sequence[str] = ..., is_bot: bool = ..., is_self: bool = ...,
+                 mentions_bot: bool = ..., is_private_chat: bool = ..., event_id: str = ...,
+                 kind: str = ...) -> None: ...
+
+class InboundAction:
+    platform: str
+    chat: str
+    message_id: str
+    data: str
+    author_id: str
+    author_name: str
+    workspace: str
+    thread: str
+    event_id: str
+    ack: Optional[Callable[[str], Any]]
+    def __init__(self, platform: str, chat: str, message_id: str, data: str, author_id: str = ...,
+                 author_name: str = ..., workspace: str = ..., thread: str = ..., event_id: str = ...,
+                 ack: Optional[Callable[[str], Any]] = ...) -> None: ...
+
+class PlatformError(Exception):
+    code: str
+    retry_after: float
+    http_status: int
+    def __init__(self, message: str, *, code: str = ..., retry_after: float = ..., http_status: int = ...) -> None: ...
+
+class ChatAdapter:
+    def capabilities(self) -> ChatCapabilities: ...
+    async def post(self, where: ThreadRef, message: OutboundMessage) -> str: ...
+    async def edit(self, where: ThreadRef, message_id: str, message: OutboundMessage) -> None: ...
+    async def typing(self, where: ThreadRef) -> None: ...
+    async def fetch_thread(self, where: ThreadRef, before_message_id: str,
+                           max_messages: int) -> Sequence[ThreadMessage]: ...
+
+class Route:
+    name: str
+    platform: str
+    chats: Sequence[str]
+    users: Sequence[str]
+    require_mention: Optional[bool]
+    triggers: Sequence[str]
+    excludes: Sequence[str]
+    allow_bots: bool
+    allowed_bots: Sequence[str]
+    admins: Sequence[str]
+    labels: Dict[str, str]
+    annotations: Dict[str, str]
+    parameters: Dict[str, str]
+    def __init__(self, name: str = ..., platform: str = ..., chats: Sequence[str] = ..., users: Sequence[str] = ...,
+                 require_mention: Optional[bool] = ..., triggers: Sequence[str] = ..., excludes: Sequence[str] = ...,
+                 allow_bots: bool = ..., allowed_bots: Sequence[str] = ..., admins: Sequence[str] = ...,
+                 labels: Dict[str, str] = ..., annotations: Dict[str, str] = ...,
+                 parameters: Dict[str, str] = ...) -> None: ...
+
+class RouterConfig:
+    owner_uid: str
+    session_prefix: str
+    routes: Sequence[Route]
+    store_path: str
+    max_queued: int
+    max_in_flight: int
+    progress_interval: float
+    turn_timeout: float
+    wait_ready_timeout: float
+    answer_timeout: float
+    answerers: str
+    decline_questions: bool
+    thread_context_messages: int
+    show_usage: bool
+    bot_username: str
+    shutdown_budget: float
+    delivery_attempts: int
+    def __init__(self, owner_uid: str = ..., session_prefix: str = ..., routes: Sequence[Route] = ...,
+                 store_path: str = ..., max_queued: int = ..., max_in_flight: int = ...,
+                 progress_interval: float = ..., turn_timeout: float = ..., wait_ready_timeout: float = ...,
+                 answer_timeout: float = ..., answerers: str = ..., decline_questions: bool = ...,
+                 thread_context_messages: int = ..., show_usage: bool = ..., bot_username: str = ...,
+                 shutdown_budget: float = ..., delivery_attempts: int = ...) -> None: ...
+
+class Router:
+    config: RouterConfig
+    adapter: ChatAdapter
+    def __init__(self, backend: SessionBackend, adapter: ChatAdapter, config: Optional[RouterConfig] = ..., *,
+                 loop: Optional[asyncio.AbstractEventLoop] = ..., adapter_timeout: float = ...,
+                 **options: Any) -> None: ...
+    def start(self) -> None: ...
+    def handle_message(self, message: InboundMessage, timeout: Optional[float] = ...) -> str: ...
+    async def handle_message_async(self, message: InboundMessage) -> str: ...
+    def handle_action(self, action: InboundAction) -> None: ...
+    def stats(self) -> Dict[str, int]: ...
+    def stop(self, timeout: Optional[float] = ...) -> bool: ...
+    async def stop_async(self, timeout: Optional[float] = ...) -> bool: ...
+    def close(self) -> None: ...
+    @property
+    def closed(self) -> bool: ...
+    def __enter__(self) -> Router: ...
+    def __exit__(self, *exc: Any) -> None: ...
+    async def __aenter__(self) -> Router: ...
+    async def __aexit__(self, *exc: Any) -> None: ...
+
+def session_name(prefix: str, platform: str, owner_uid: str, chat: str, thread: str = ...) -> str: ...
+def envelope(platform: str, author_name: str, author_id: str, text: str, attachments: Sequence[str] = ...,
+             thread_context: Optional[Sequence[ThreadMessage]] = ...) -> str: ...
+def render(markdown: str, dialect: str = ..., max_length: int = ..., unit: str = ..., soft_length: int = ...,
+           label_parts: bool = ...) -> List[str]: ...
+def measure(text: str, unit: str = ...) -> int: ...
+def escape_markdown(text: str) -> str: ...

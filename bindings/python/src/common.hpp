@@ -28,5 +28,6 @@ py::object NewDriver(const std::function<std::shared_ptr<Connector>(Context&)>& 
 void RegisterErrors(py::module_& m);
 void RegisterLocalRuntime(py::module_& m);
 void RegisterKube(py::module_& m);
+void RegisterRouter(py::module_& m);  // router.cpp: Context, backends, Router, helpers
 
 }  // namespace sessionturn::python

@@ -688,6 +688,7 @@ py::object sessionturn::python::NewDriver(const std::function<std::shared_ptr<st
 PYBIND11_MODULE(_sessionturn, m) {
   m.doc() = "sessionturn C++ bindings (use the `sessionturn` package)";
   sessionturn::python::RegisterErrors(m);
+  sessionturn::python::RegisterRouter(m);
   m.attr("DEFAULT_MAX_BUFFERED_BYTES") = static_cast<std::int64_t>(kDefaultMaxBufferedBytes);
 
   py::class_<PyEvent>(m, "Event", "One event of a turn or a watch.")

@@ -1,0 +1,712 @@
+// The routing part of _sessionturn: a Context to share, the two SessionBackends, the Router driven
+// by a chat adapter written in Python, and the router's pure helpers (session names, the prompt
+// envelope, rendering). The package facade (sessionturn/_router.py) wraps these in the public
+// classes: it turns the adapter's coroutines into the callbacks used here and back.
+//
+// Rules: the GIL is released around every call into the C++ library that may wait (a Router's or a
+// backend's destruction joins work that may need the GIL); every call into Python from a Context
+// worker takes it; Python objects held by C++ are dropped with it held. An adapter call that never
+// completes (its asyncio loop stopped) fails after `adapter_timeout` instead of holding the router.
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <asio.hpp>
+
+#include "common.hpp"
+#include "sessionturn/backend.hpp"
+#include "sessionturn/kube.hpp"
+#include "sessionturn/render.hpp"
+#include "sessionturn/router.hpp"
+#include "sessionturn/routing.hpp"
+
+namespace py = pybind11;
+namespace st = sessionturn;
+using sessionturn::python::Raise;
+
+namespace {
+
+constexpr std::chrono::milliseconds kSignalPoll{50};
+
+std::chrono::milliseconds Millis(double seconds, const char* what) {
+  if (!(seconds >= 0)) throw py::value_error(std::string(what) + " must be a non-negative number of seconds");
+  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
+}
+
+// An attribute of a Python object as text ("" for None or a missing one; str() of anything else).
+std::string Text(const py::handle& obj, const char* name) {
+  if (!py::hasattr(obj, name)) return {};
+  py::object v = obj.attr(name);
+  if (v.is_none()) return {};
+  return py::str(v);
+}
+bool Flag(const py::handle& obj, const char* name) { return py::hasattr(obj, name) && py::bool_(obj.attr(name)); }
+std::vector<std::string> Texts(const py::handle& obj, const char* name) {
+  std::vector<std::string> out;
+  if (!py::hasattr(obj, name) || obj.attr(name).is_none()) return out;
+  for (const auto& v : obj.attr(name)) out.push_back(py::str(v));
+  return out;
+}
+std::map<std::string, std::string> Mapping(const py::handle& obj, const char* name) {
+  std::map<std::string, std::string> out;
+  if (!py::hasattr(obj, name) || obj.attr(name).is_none()) return out;
+  for (const auto& [k, v] : py::cast<py::dict>(obj.attr(name))) out[py::str(k)] = py::str(v);
+  return out;
+}
+
+st::LengthUnit ParseUnit(const std::string& s) {
+  if (s == "bytes") return st::LengthUnit::bytes;
+  if (s == "code_points") return st::LengthUnit::code_points;
+  if (s == "utf16") return st::LengthUnit::utf16;
+  throw py::value_error("unit must be \"bytes\", \"code_points\" or \"utf16\", not \"" + s + "\"");
+}
+st::MarkupDialect ParseDialect(const std::string& s) {
+  if (s == "plain") return st::MarkupDialect::plain;
+  if (s == "telegram_html") return st::MarkupDialect::telegram_html;
+  if (s == "slack_mrkdwn") return st::MarkupDialect::slack_mrkdwn;
+  throw py::value_error("dialect must be \"plain\", \"telegram_html\" or \"slack_mrkdwn\", not \"" + s + "\"");
+}
+
+// The Errc a Python adapter named ("unavailable"); failed for a name we do not know.
+st::Errc ErrcNamed(const std::string& name) {
+  for (int i = 1; i <= static_cast<int>(st::Errc::internal); ++i)
+    if (st::ToString(static_cast<st::Errc>(i)) == name) return static_cast<st::Errc>(i);
+  return st::Errc::failed;
+}
+
+// A Python object held by C++ and dropped, with the GIL, wherever the last holder goes.
+class PyHeld {
+ public:
+  explicit PyHeld(py::object o) : o_(std::move(o)) {}
+  ~PyHeld() {
+    if (!Py_IsInitialized()) {
+      o_.release();  // the interpreter is gone: leaking beats crashing
+      return;
+    }
+    py::gil_scoped_acquire gil;
+    o_ = py::object();
+  }
+  PyHeld(const PyHeld&) = delete;
+  PyHeld& operator=(const PyHeld&) = delete;
+  const py::object& get() const { return o_; }
+
+ private:
+  py::object o_;
+};
+
+// ---- Context and backends ------------------------------------------------------------------------------
+
+class LibContext {
+ public:
+  explicit LibContext(int threads) {
+    if (threads < 1) throw py::value_error("threads must be at least 1");
+    st::ContextOptions o;
+    o.threads = threads;
+    ctx_ = std::make_unique<st::Context>(o);
+  }
+  ~LibContext() {
+    py::gil_scoped_release release;  // its workers may be waiting for the GIL in a callback
+    ctx_.reset();
+  }
+  st::Context& get() { return *ctx_; }
+  int threads() const { return ctx_->threads(); }
+
+ private:
+  std::unique_ptr<st::Context> ctx_;
+};
+
+class PyBackend {
+ public:
+  PyBackend(py::object context, std::unique_ptr<st::SessionBackend> backend)
+      : context_(std::move(context)), backend_(std::move(backend)) {}
+  ~PyBackend() {
+    py::gil_scoped_release release;
+    backend_.reset();
+  }
+  st::SessionBackend& get() { return *backend_; }
+  st::Context& context() { return context_.cast<LibContext&>().get(); }
+  const py::object& context_object() const { return context_; }
+  std::string Describe() const { return backend_->Describe(); }
+
+ private:
+  py::object context_;  // the Context outlives the backend
+  std::unique_ptr<st::SessionBackend> backend_;
+};
+
+std::unique_ptr<PyBackend> MakeLocal(py::object context, const std::string& state_dir, const std::string& provider,
+                                     const std::string& agent_bin, double idle_suspend, double delete_after,
+                                     const std::string& owner, bool in_process, bool allow_shell,
+                                     const std::string& runtime_program) {
+  st::LocalBackendOptions o;
+  o.state_dir = state_dir;
+  o.provider = provider;
+  o.agent_bin = agent_bin;
+  o.suspend_after = std::chrono::duration_cast<std::chrono::seconds>(Millis(idle_suspend, "idle_suspend"));
+  o.delete_after = std::chrono::duration_cast<std::chrono::seconds>(Millis(delete_after, "delete_after"));
+  o.owner = owner;
+  o.in_process = in_process;
+  o.allow_shell = allow_shell;
+  o.runtime_program = runtime_program;
+  st::Context& ctx = context.cast<LibContext&>().get();
+  st::Result<std::unique_ptr<st::SessionBackend>> made;
+  {
+    py::gil_scoped_release release;
+    made = st::MakeLocalBackend(ctx, std::move(o));
+  }
+  if (!made) Raise(made.error());
+  return std::make_unique<PyBackend>(std::move(context), std::move(*made));
+}
+
+std::unique_ptr<PyBackend> MakeKubernetes(py::object context, const std::string& namespace_name,
+                                          const std::string& spawner, const std::string& template_file,
+                                          const std::string& owner, const std::string& kubeconfig,
+                                          const std::string& kube_context) {
+  st::KubeConfigOptions ko;
+  ko.kubeconfig = kubeconfig;
+  ko.context = kube_context;
+  ko.namespace_name = namespace_name;
+  st::Context& ctx = context.cast<LibContext&>().get();
+  st::Result<std::unique_ptr<st::SessionBackend>> made;
+  {
+    py::gil_scoped_release release;  // may run an exec credential plugin
+    auto kube = st::KubeConfig::Load(ko);
+    if (!kube) {
+      made = tl::unexpected(kube.error());
+    } else {
+      st::KubernetesBackendOptions o;
+      o.namespace_name = kube->Namespace();
+      o.spawner = spawner;
+      o.template_file = template_file;
+      o.owner = owner;
+      made = st::MakeKubernetesBackend(ctx, std::move(*kube), std::move(o));
+    }
+  }
+  if (!made) Raise(made.error());
+  return std::make_unique<PyBackend>(std::move(context), std::move(*made));
+}
+
+// ---- The adapter ---------------------------------------------------------------------------------------
+
+st::ChatCapabilities CapabilitiesFrom(const py::handle& c) {
+  st::ChatCapabilities caps;
+  caps.max_length = py::cast<std::size_t>(c.attr("max_length"));
+  caps.unit = ParseUnit(py::str(c.attr("unit")));
+  caps.soft_length = py::cast<std::size_t>(c.attr("soft_length"));
+  caps.dialect = ParseDialect(py::str(c.attr("dialect")));
+  caps.edits_per_interval = py::cast<int>(c.attr("edits_per_interval"));
+  caps.edit_interval = Millis(py::cast<double>(c.attr("edit_interval")), "edit_interval");
+  caps.buttons = Flag(c, "buttons");
+  caps.button_data_limit = py::cast<std::size_t>(c.attr("button_data_limit"));
+  caps.threads = Flag(c, "threads");
+  caps.typing = Flag(c, "typing");
+  caps.fetch_thread = Flag(c, "fetch_thread");
+  caps.command_prefix = Text(c, "command_prefix");
+  if (caps.max_length < st::kMinPartLength)
+    throw py::value_error("capabilities().max_length must be at least " + std::to_string(st::kMinPartLength));
+  if (caps.edits_per_interval < 1) throw py::value_error("capabilities().edits_per_interval must be at least 1");
+  return caps;
+}
+
+py::tuple WhereTuple(const st::ThreadRef& w) { return py::make_tuple(w.platform, w.workspace, w.chat, w.thread); }
+
+py::tuple MessageTuple(const st::OutboundMessage& m) {
+  py::list rows;
+  for (const auto& row : m.buttons) {
+    py::list r;
+    for (const auto& b : row) r.append(py::make_tuple(b.label, b.data));
+    rows.append(r);
+  }
+  return py::make_tuple(m.text, rows, m.reply_to);
+}
+
+// (code name, message, retry_after seconds, http status) from the facade -> an Error.
+st::Error ErrorFrom(const py::handle& e) {
+  auto t = py::cast<py::tuple>(e);
+  st::Error err(ErrcNamed(py::str(t[0])), py::str(t[1]), py::cast<int>(t[3]));
+  err.retry_after = Millis(py::cast<double>(t[2]), "retry_after");
+  return err;
+}
+
+// Calls the facade's bridge (a Python object with post/edit/typing/fetch_thread(..., done)); `done`
+// is called back once, with (result, None) or (None, error tuple), from any thread. `on_done` gets
+// the result converted with the GIL held, then runs without it. A call that the bridge does not
+// finish within the timeout fails with Errc::timeout.
+class PyChatAdapter final : public st::ChatAdapter {
+ public:
+  PyChatAdapter(st::Context& ctx, py::object bridge, st::ChatCapabilities caps, std::chrono::milliseconds timeout)
+      : ctx_(ctx), bridge_(std::make_shared<PyHeld>(std::move(bridge))), caps_(std::move(caps)), timeout_(timeout) {}
+
+  st::ChatCapabilities Capabilities() const override { return caps_; }
+
+  void AsyncPost(const st::ThreadRef& where, st::OutboundMessage message, st::ChatHandler<std::string> handler) override {
+    Call<std::string>(
+        "post", [&] { return py::make_tuple(WhereTuple(where), MessageTuple(message)); },
+        [](const py::handle& r) -> st::Result<std::string> {
+          if (r.is_none()) return st::Fail(st::Errc::failed, "the adapter's post returned None, not a message id");
+          std::string id = py::str(r);
+          if (id.empty()) return st::Fail(st::Errc::failed, "the adapter's post returned an empty message id");
+          return id;
+        },
+        std::move(handler));
+  }
+
+  void AsyncEdit(const st::ThreadRef& where, const std::string& message_id, st::OutboundMessage message,
+                 st::ChatStatusHandler handler) override {
+    CallStatus("edit", [&] { return py::make_tuple(WhereTuple(where), message_id, MessageTuple(message)); },
+               std::move(handler));
+  }
+
+  void AsyncTyping(const st::ThreadRef& where, st::ChatStatusHandler handler) override {
+    if (!caps_.typing) return handler({});
+    CallStatus("typing", [&] { return py::make_tuple(WhereTuple(where)); }, std::move(handler));
+  }
+
+  void AsyncFetchThread(const st::ThreadRef& where, const std::string& before, std::size_t max_messages,
+                        st::ChatHandler<std::vector<st::ThreadHistoryMessage>> handler) override {
+    if (!caps_.fetch_thread) return handler(st::Fail(st::Errc::unavailable, "the adapter cannot fetch threads"));
+    Call<std::vector<st::ThreadHistoryMessage>>(
+        "fetch_thread", [&] { return py::make_tuple(WhereTuple(where), before, max_messages); },
+        [](const py::handle& r) -> st::Result<std::vector<st::ThreadHistoryMessage>> {
+          std::vector<st::ThreadHistoryMessage> out;
+          if (r.is_none()) return out;
+          for (const auto& m : r) out.push_back({Text(m, "author_name"), Text(m, "text"), Flag(m, "is_bot")});
+          return out;
+        },
+        std::move(handler));
+  }
+
+ private:
+  void CallStatus(const char* method, const std::function<py::tuple()>& args, st::ChatStatusHandler handler) {
+    Call<bool>(
+        method, args, [](const py::handle&) -> st::Result<bool> { return true; },
+        [handler = std::move(handler)](st::Result<bool> r) {
+          if (r) handler({});
+          else handler(st::Fail(r.error()));
+        });
+  }
+
+  template <typename T>
+  void Call(const char* method, const std::function<py::tuple()>& args,
+            std::function<st::Result<T>(const py::handle&)> convert, std::function<void(st::Result<T>)> handler) {
+    struct Once {
+      std::atomic<bool> fired{false};
+      std::function<void(st::Result<T>)> handler;
+      asio::strand<asio::io_context::executor_type> strand;
+      asio::steady_timer timer;  // used on the strand only
+      explicit Once(asio::io_context& io) : strand(asio::make_strand(io)), timer(strand) {}
+      static void Fire(const std::shared_ptr<Once>& self, st::Result<T> r) {
+        if (self->fired.exchange(true)) return;
+        asio::post(self->strand, [self] { self->timer.cancel(); });
+        auto h = std::move(self->handler);
+        h(std::move(r));
+      }
+    };
+    auto once = std::make_shared<Once>(ctx_.io());
+    once->handler = std::move(handler);
+    const std::string name = method;
+    // Armed before the call (the strand keeps the timer's use on one thread at a time).
+    once->timer.expires_after(timeout_);
+    once->timer.async_wait([once, name, timeout = timeout_](const asio::error_code& ec) {
+      if (ec) return;
+      Once::Fire(once, st::Fail(st::Errc::timeout, "the adapter's " + name + " did not complete within " +
+                                                       std::to_string(timeout.count() / 1000) +
+                                                       " s (is its asyncio loop running?)"));
+    });
+    st::Result<T> immediate = st::Fail(st::Errc::internal, "unset");
+    bool failed_now = false;
+    {
+      py::gil_scoped_acquire gil;
+      try {
+        auto done = py::cpp_function([once, convert](py::object result, py::object error) {
+          st::Result<T> r = st::Fail(st::Errc::internal, "unset");
+          try {
+            r = error.is_none() ? convert(result) : st::Result<T>(st::Fail(ErrorFrom(error)));
+          } catch (py::error_already_set& e) {
+            r = st::Fail(st::Errc::failed, std::string("the adapter's answer could not be read: ") + e.what());
+          } catch (const std::exception& e) {
+            r = st::Fail(st::Errc::failed, std::string("the adapter's answer could not be read: ") + e.what());
+          }
+          py::gil_scoped_release release;
+          Once::Fire(once, std::move(r));
+        });
+        py::tuple a = args();
+        py::list call_args;
+        for (const auto& x : a) call_args.append(x);
+        call_args.append(done);
+        bridge_->get().attr(method)(*call_args);
+      } catch (py::error_already_set& e) {
+        immediate = st::Fail(st::Errc::failed, "the adapter's " + name + " raised: " + e.what());
+        failed_now = true;
+      }
+    }
+    if (failed_now) Once::Fire(once, std::move(immediate));
+  }
+
+  st::Context& ctx_;
+  std::shared_ptr<PyHeld> bridge_;
+  st::ChatCapabilities caps_;
+  std::chrono::milliseconds timeout_;
+};
+
+// ---- Messages and options from Python --------------------------------------------------------------------
+
+st::InboundMessage MessageFrom(const py::handle& m) {
+  st::InboundMessage out;
+  out.platform = Text(m, "platform");
+  out.workspace = Text(m, "workspace");
+  out.chat = Text(m, "chat");
+  out.thread = Text(m, "thread");
+  out.message_id = Text(m, "message_id");
+  out.reply_to_message_id = Text(m, "reply_to_message_id");
+  out.author_id = Text(m, "author_id");
+  out.author_name = Text(m, "author_name");
+  out.text = Text(m, "text");
+  out.attachments_text = Texts(m, "attachments_text");
+  out.is_bot = Flag(m, "is_bot");
+  out.is_self = Flag(m, "is_self");
+  out.mentions_bot = Flag(m, "mentions_bot");
+  out.is_private_chat = Flag(m, "is_private_chat");
+  out.event_id = Text(m, "event_id");
+  out.received = std::chrono::system_clock::now();
+  const std::string kind = Text(m, "kind");
+  if (kind.empty() || kind == "new") out.kind = st::MessageKind::new_message;
+  else if (kind == "edited") out.kind = st::MessageKind::edited;
+  else if (kind == "deleted") out.kind = st::MessageKind::deleted;
+  else throw py::value_error("InboundMessage.kind must be \"new\", \"edited\" or \"deleted\", not \"" + kind + "\"");
+  return out;
+}
+
+st::InboundAction ActionFrom(const py::handle& a) {
+  st::InboundAction out;
+  out.platform = Text(a, "platform");
+  out.workspace = Text(a, "workspace");
+  out.chat = Text(a, "chat");
+  out.thread = Text(a, "thread");
+  out.message_id = Text(a, "message_id");
+  out.author_id = Text(a, "author_id");
+  out.author_name = Text(a, "author_name");
+  out.data = Text(a, "data");
+  out.event_id = Text(a, "event_id");
+  py::object ack = py::hasattr(a, "ack") ? py::object(a.attr("ack")) : py::none();
+  if (!ack.is_none()) {
+    auto held = std::make_shared<PyHeld>(std::move(ack));
+    out.ack = [held](std::string_view text) {
+      py::gil_scoped_acquire gil;
+      try {
+        held->get()(std::string(text));
+      } catch (py::error_already_set& e) {
+        e.discard_as_unraisable("sessionturn: InboundAction.ack");
+      }
+    };
+  }
+  return out;
+}
+
+st::RouteConfig RouteFrom(const py::handle& r) {
+  st::RouteConfig out;
+  out.name = Text(r, "name");
+  out.platform = Text(r, "platform");
+  out.chats = Texts(r, "chats");
+  out.users = Texts(r, "users");
+  if (py::hasattr(r, "require_mention") && !r.attr("require_mention").is_none())
+    out.require_mention = py::bool_(r.attr("require_mention"));
+  out.triggers = Texts(r, "triggers");
+  out.excludes = Texts(r, "excludes");
+  out.allow_bots = Flag(r, "allow_bots");
+  out.allowed_bots = Texts(r, "allowed_bots");
+  out.admins = Texts(r, "admins");
+  out.session.labels = Mapping(r, "labels");
+  out.session.annotations = Mapping(r, "annotations");
+  out.session.parameters = Mapping(r, "parameters");
+  return out;
+}
+
+st::RouterOptions OptionsFrom(const py::handle& c) {
+  st::RouterOptions o;
+  o.session_prefix = Text(c, "session_prefix");
+  o.owner_uid = Text(c, "owner_uid");
+  for (const auto& r : c.attr("routes")) o.routes.push_back(RouteFrom(r));
+  o.store_path = Text(c, "store_path");
+  o.max_queued = py::cast<std::size_t>(c.attr("max_queued"));
+  o.max_in_flight = py::cast<std::size_t>(c.attr("max_in_flight"));
+  o.progress_interval = Millis(py::cast<double>(c.attr("progress_interval")), "progress_interval");
+  o.turn_timeout = Millis(py::cast<double>(c.attr("turn_timeout")), "turn_timeout");
+  o.wait_ready_timeout = Millis(py::cast<double>(c.attr("wait_ready_timeout")), "wait_ready_timeout");
+  o.answer_timeout = Millis(py::cast<double>(c.attr("answer_timeout")), "answer_timeout");
+  const std::string answerers = Text(c, "answerers");
+  if (answerers == "turn_author") o.answerers = st::AnswerPolicy::turn_author;
+  else if (answerers == "allowed_users") o.answerers = st::AnswerPolicy::allowed_users;
+  else throw py::value_error("answerers must be \"turn_author\" or \"allowed_users\", not \"" + answerers + "\"");
+  o.decline_questions = Flag(c, "decline_questions");
+  o.thread_context_messages = py::cast<std::size_t>(c.attr("thread_context_messages"));
+  o.show_usage = Flag(c, "show_usage");
+  o.bot_username = Text(c, "bot_username");
+  o.shutdown_budget = Millis(py::cast<double>(c.attr("shutdown_budget")), "shutdown_budget");
+  o.delivery_attempts = py::cast<int>(c.attr("delivery_attempts"));
+  return o;
+}
+
+py::dict StatsDict(const st::RouterStats& s) {
+  py::dict d;
+  d["sessions"] = s.sessions;
+  d["turns_in_flight"] = s.turns_in_flight;
+  d["turns_waiting"] = s.turns_waiting;
+  d["open_questions"] = s.open_questions;
+  d["outbox"] = s.outbox;
+  d["turns_completed"] = s.turns_completed;
+  d["replies_delivered"] = s.replies_delivered;
+  d["messages_accepted"] = s.messages_accepted;
+  d["edits_sent"] = s.edits_sent;
+  d["edits_dropped"] = s.edits_dropped;
+  return d;
+}
+
+// ---- The Router ----------------------------------------------------------------------------------------
+
+// Waits for `ready` in slices, without the GIL, so Ctrl-C interrupts the wait (the work goes on).
+template <typename Pred>
+bool WaitInterruptibly(std::mutex& mu, std::condition_variable& cv, Pred ready, std::optional<double> timeout) {
+  const auto deadline = timeout ? std::chrono::steady_clock::now() + Millis(*timeout, "timeout")
+                                : std::chrono::steady_clock::time_point::max();
+  for (;;) {
+    {
+      py::gil_scoped_release release;
+      std::unique_lock lock(mu);
+      if (cv.wait_for(lock, kSignalPoll, ready)) return true;
+    }
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+  }
+}
+
+// The Router with the adapter it calls: destroyed together, router first, never with the GIL held.
+struct LiveRouter {
+  std::unique_ptr<PyChatAdapter> adapter;
+  std::unique_ptr<st::Router> router;
+  ~LiveRouter() {
+    router.reset();
+    adapter.reset();
+  }
+};
+
+class PyRouter {
+ public:
+  PyRouter(py::object backend, py::object bridge, py::object capabilities, py::object config, double adapter_timeout)
+      : backend_(std::move(backend)) {
+    PyBackend& b = backend_.cast<PyBackend&>();
+    auto live = std::make_shared<LiveRouter>();
+    live->adapter = std::make_unique<PyChatAdapter>(b.context(), std::move(bridge), CapabilitiesFrom(capabilities),
+                                                    Millis(adapter_timeout, "adapter_timeout"));
+    st::RouterOptions options = OptionsFrom(config);
+    st::Result<std::unique_ptr<st::Router>> made;
+    {
+      py::gil_scoped_release release;
+      made = st::Router::Create(b.context(), b.get(), *live->adapter, std::move(options));
+      if (!made) live.reset();
+    }
+    if (!made) Raise(made.error());
+    live->router = std::move(*made);
+    live_ = std::move(live);
+  }
+  ~PyRouter() { Close(); }
+
+  void Start() {
+    With([](st::Router& r) { r.Start(); });
+  }
+
+  // done(disposition or None, error or None), once, from a worker (with the GIL).
+  void HandleMessage(py::object message, py::object done) {
+    st::InboundMessage m = MessageFrom(message);
+    auto held = std::make_shared<PyHeld>(std::move(done));
+    With([&](st::Router& r) {
+      r.HandleMessage(std::move(m), [held](st::Result<st::Disposition> d) {
+        py::gil_scoped_acquire gil;
+        try {
+          if (d) held->get()(std::string(st::ToString(*d)), py::none());
+          else held->get()(py::none(), sessionturn::python::MakeException(d.error()));
+        } catch (py::error_already_set& e) {
+          e.discard_as_unraisable("sessionturn: Router.handle_message callback");
+        }
+      });
+    });
+  }
+
+  std::string HandleMessageBlocking(py::object message, std::optional<double> timeout) {
+    struct Wait {
+      std::mutex mu;
+      std::condition_variable cv;
+      std::optional<st::Result<st::Disposition>> r;
+    };
+    auto w = std::make_shared<Wait>();
+    st::InboundMessage m = MessageFrom(message);
+    With([&](st::Router& r) {
+      r.HandleMessage(std::move(m), [w](st::Result<st::Disposition> d) {
+        {
+          std::lock_guard lock(w->mu);
+          w->r = std::move(d);
+        }
+        w->cv.notify_all();
+      });
+    });
+    if (!WaitInterruptibly(w->mu, w->cv, [&] { return w->r.has_value(); }, timeout))
+      Raise(st::Error(st::Errc::timeout, "the router did not take the message in time"));
+    std::lock_guard lock(w->mu);
+    if (!*w->r) Raise(w->r->error());
+    return std::string(st::ToString(**w->r));
+  }
+
+  void HandleAction(py::object action) {
+    st::InboundAction a = ActionFrom(action);
+    With([&](st::Router& r) { r.HandleAction(std::move(a)); });
+  }
+
+  void Shutdown(py::object done) {
+    auto held = std::make_shared<PyHeld>(std::move(done));
+    With([&](st::Router& r) {
+      r.Shutdown([held] {
+        py::gil_scoped_acquire gil;
+        try {
+          if (!held->get().is_none()) held->get()();
+        } catch (py::error_already_set& e) {
+          e.discard_as_unraisable("sessionturn: Router shutdown callback");
+        }
+      });
+    });
+  }
+
+  // True when the shutdown finished within `timeout` (None: however long it takes).
+  bool ShutdownAndWait(std::optional<double> timeout) {
+    struct Wait {
+      std::mutex mu;
+      std::condition_variable cv;
+      bool done = false;
+    };
+    auto w = std::make_shared<Wait>();
+    With([&](st::Router& r) {
+      r.Shutdown([w] {
+        {
+          std::lock_guard lock(w->mu);
+          w->done = true;
+        }
+        w->cv.notify_all();
+      });
+    });
+    return WaitInterruptibly(w->mu, w->cv, [&] { return w->done; }, timeout);
+  }
+
+  py::dict Stats() {
+    st::RouterStats s;
+    With([&](st::Router& r) { s = r.Stats(); });
+    return StatsDict(s);
+  }
+
+  // Destroys the router (its store is released) and then the adapter, once no call uses them.
+  void Close() {
+    auto live = std::move(live_);
+    live_.reset();
+    py::gil_scoped_release release;
+    live.reset();
+  }
+  bool closed() const { return !live_; }
+
+ private:
+  // Runs fn on the router without the GIL. The router is kept alive by this call (a concurrent
+  // Close waits for it), and a last reference is dropped without the GIL too.
+  template <typename Fn>
+  void With(Fn&& fn) {
+    std::shared_ptr<LiveRouter> live = live_;  // under the GIL
+    if (!live) Raise(st::Error(st::Errc::unavailable, "the router was closed"));
+    py::gil_scoped_release release;
+    fn(*live->router);
+    live.reset();
+  }
+
+  py::object backend_;  // outlives the router
+  std::shared_ptr<LiveRouter> live_;
+};
+
+// ---- Helpers -------------------------------------------------------------------------------------------
+
+std::string Envelope(const std::string& platform, const std::string& author_name, const std::string& author_id,
+                     const std::string& text, const std::vector<std::string>& attachments, py::object context) {
+  st::PromptEnvelope e;
+  e.platform = platform;
+  e.author_name = author_name;
+  e.author_id = author_id;
+  e.text = text;
+  e.attachments_text = attachments;
+  if (!context.is_none())
+    for (const auto& m : context) e.thread_context.push_back({Text(m, "author_name"), Text(m, "text"), Flag(m, "is_bot")});
+  return st::FormatPrompt(e);
+}
+
+std::vector<std::string> Render(const std::string& markdown, const std::string& dialect, std::size_t max_length,
+                                const std::string& unit, std::size_t soft_length, bool label_parts) {
+  st::RenderOptions o;
+  o.dialect = ParseDialect(dialect);
+  o.max_length = max_length;
+  o.unit = ParseUnit(unit);
+  o.soft_length = soft_length;
+  o.label_parts = label_parts;
+  auto parts = st::RenderReply(markdown, o);
+  if (!parts) Raise(parts.error());
+  std::vector<std::string> out;
+  for (auto& p : *parts) out.push_back(std::move(p.text));
+  return out;
+}
+
+}  // namespace
+
+void sessionturn::python::RegisterRouter(py::module_& m) {
+  py::class_<LibContext, std::shared_ptr<LibContext>>(m, "Context",
+                                                    "The event loop the library's work runs on (worker threads).")
+      .def(py::init<int>(), py::arg("threads") = 1)
+      .def_property_readonly("threads", &LibContext::threads);
+
+  py::class_<PyBackend>(m, "_Backend")
+      .def("describe", &PyBackend::Describe)
+      .def_property_readonly("context", &PyBackend::context_object);
+  m.def("_local_backend", &MakeLocal, py::arg("context"), py::arg("state_dir"), py::arg("provider"),
+        py::arg("agent_bin"), py::arg("idle_suspend"), py::arg("delete_after"), py::arg("owner"),
+        py::arg("in_process"), py::arg("allow_shell"), py::arg("runtime_program"));
+  m.def("_kubernetes_backend", &MakeKubernetes, py::arg("context"), py::arg("namespace"), py::arg("spawner"),
+        py::arg("template_file"), py::arg("owner"), py::arg("kubeconfig"), py::arg("kube_context"));
+
+  py::class_<PyRouter>(m, "_Router")
+      .def(py::init<py::object, py::object, py::object, py::object, double>(), py::arg("backend"), py::arg("bridge"),
+           py::arg("capabilities"), py::arg("config"), py::arg("adapter_timeout"))
+      .def("start", &PyRouter::Start)
+      .def("handle_message", &PyRouter::HandleMessage, py::arg("message"), py::arg("done"))
+      .def("handle_message_blocking", &PyRouter::HandleMessageBlocking, py::arg("message"),
+           py::arg("timeout") = py::none())
+      .def("handle_action", &PyRouter::HandleAction, py::arg("action"))
+      .def("shutdown", &PyRouter::Shutdown, py::arg("done"))
+      .def("shutdown_and_wait", &PyRouter::ShutdownAndWait, py::arg("timeout") = py::none())
+      .def("stats", &PyRouter::Stats)
+      .def("close", &PyRouter::Close)
+      .def_property_readonly("closed", &PyRouter::closed);
+
+  m.def("session_name", &st::SessionName, py::arg("prefix"), py::arg("platform"), py::arg("owner_uid"),
+        py::arg("chat"), py::arg("thread") = "",
+        "The Session name of a chat thread: <prefix>-<platform>-<12 hex of SHA-256> (docs/routing-rules.md).");
+  m.def("envelope", &Envelope, py::arg("platform"), py::arg("author_name"), py::arg("author_id"), py::arg("text"),
+        py::arg("attachments") = std::vector<std::string>{}, py::arg("thread_context") = py::none(),
+        "The prompt the router submits for a chat message (docs/routing-rules.md).");
+  m.def("render", &Render, py::arg("markdown"), py::arg("dialect") = "plain", py::arg("max_length") = 4096,
+        py::arg("unit") = "utf16", py::arg("soft_length") = 0, py::arg("label_parts") = true,
+        "Markdown rendered in a chat dialect and split into parts within max_length (docs/rendering.md).");
+  m.def(
+      "measure", [](const std::string& text, const std::string& unit) { return st::MeasureLength(text, ParseUnit(unit)); },
+      py::arg("text"), py::arg("unit") = "utf16", "The length of text in a platform's unit.");
+  m.def("escape_markdown", &st::EscapeMarkdown, py::arg("text"), "Text quoted so Markdown shows it literally.");
+}
