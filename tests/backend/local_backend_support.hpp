@@ -179,6 +179,12 @@ inline TurnResult Turn(Context& ctx, const std::shared_ptr<Connector>& connector
   return std::move(*result);
 }
 
+// The Session's runtime stopped itself under the idle policy (phase Suspended, reason idle).
+inline bool IdleSuspended(SessionBackend& backend, const std::string& name) {
+  auto info = backend.Get(name);
+  return info && info->phase == SessionPhase::suspended && info->suspended == SuspendReason::idle;
+}
+
 inline SessionInfo GetInfo(SessionBackend& backend, const std::string& name) {
   auto info = backend.Get(name);
   INFO((info ? std::string() : info.error().ToString()));

@@ -15,11 +15,6 @@ long PidOf(const SessionInfo& info) {
   return it == info.details.end() ? 0 : std::stol(it->second);
 }
 
-bool IdleSuspended(SessionBackend& backend, const std::string& name) {
-  auto info = backend.Get(name);
-  return info && info->phase == SessionPhase::suspended && info->suspended == SuspendReason::idle;
-}
-
 }  // namespace
 
 TEST_CASE("local backend: create then turn then idle suspension then resume and the Session remembers",

@@ -9,11 +9,6 @@ namespace {
 
 const std::string kFakeClaude = std::string(SESSIONTURN_SOURCE_DIR) + "/tests/fakes/fake_claude.py";
 
-bool IdleSuspended(SessionBackend& backend, const std::string& name) {
-  auto info = backend.Get(name);
-  return info && info->phase == SessionPhase::suspended && info->suspended == SuspendReason::idle;
-}
-
 }  // namespace
 
 TEST_CASE("local backend: a claude-code Session suspended while idle resumes its agent's conversation",

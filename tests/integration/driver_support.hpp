@@ -89,8 +89,10 @@ class WrapConnection : public Connection, public std::enable_shared_from_this<Wr
       handler(std::string(kJunk[(calls_ / 2) % 5]));
       return;
     }
-    inner_->AsyncReadLine([self = shared_from_this(), handler = std::move(handler)](Result<std::string> line) {
-      if (line) ++self->delivered_;
+    // Weak: the inner connection keeps a pending read's handler, and a Context stopped before the read
+    // completes never runs or drops it, so a strong capture would be a cycle (and a leak) through it.
+    inner_->AsyncReadLine([weak = weak_from_this(), handler = std::move(handler)](Result<std::string> line) {
+      if (auto self = weak.lock(); self && line) ++self->delivered_;
       handler(std::move(line));
     });
   }

@@ -358,6 +358,29 @@ class PyChatAdapter final : public st::ChatAdapter {
   std::chrono::milliseconds timeout_;
 };
 
+// The C++ side of bench/py_router.py's comparison: an adapter that completes every post and edit at
+// once (its handler posted to the Context, as a platform's answer lands there), with no Python in it.
+class ImmediateAdapter final : public st::ChatAdapter {
+ public:
+  ImmediateAdapter(st::Context& ctx, st::ChatCapabilities caps) : ctx_(ctx), caps_(std::move(caps)) {}
+  st::ChatCapabilities Capabilities() const override { return caps_; }
+  void AsyncPost(const st::ThreadRef&, st::OutboundMessage, st::ChatHandler<std::string> handler) override {
+    std::string id = std::to_string(next_.fetch_add(1) + 1);
+    ctx_.Post([handler = std::move(handler), id = std::move(id)]() mutable { handler(std::move(id)); });
+  }
+  void AsyncEdit(const st::ThreadRef&, const std::string&, st::OutboundMessage, st::ChatStatusHandler handler) override {
+    ctx_.Post([handler = std::move(handler)] { handler({}); });
+  }
+
+ private:
+  st::Context& ctx_;
+  st::ChatCapabilities caps_;
+  std::atomic<std::uint64_t> next_{0};
+};
+
+// Python's marker for it (only the benchmark uses it).
+struct ImmediateAdapterMarker {};
+
 // ---- Messages and options from Python --------------------------------------------------------------------
 
 st::InboundMessage MessageFrom(const py::handle& m) {
@@ -491,11 +514,30 @@ bool WaitInterruptibly(std::mutex& mu, std::condition_variable& cv, Pred ready, 
 
 // The Router with the adapter it calls: destroyed together, router first, never with the GIL held.
 struct LiveRouter {
-  std::unique_ptr<PyChatAdapter> adapter;
+  std::unique_ptr<st::ChatAdapter> adapter;
   std::unique_ptr<st::Router> router;
   ~LiveRouter() {
     router.reset();
     adapter.reset();
+  }
+};
+
+// A value a worker hands to a Python call that waits for it.
+template <typename T>
+struct Handoff {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<T> value;
+  void Set(T v) {
+    {
+      std::lock_guard lock(mu);
+      value = std::move(v);
+    }
+    cv.notify_all();
+  }
+  // Waits in slices without the GIL (Ctrl-C interrupts it); false when `timeout` passed first.
+  bool Wait(std::optional<double> timeout) {
+    return WaitInterruptibly(mu, cv, [&] { return value.has_value(); }, timeout);
   }
 };
 
@@ -505,8 +547,11 @@ class PyRouter {
       : backend_(std::move(backend)) {
     PyBackend& b = backend_.cast<PyBackend&>();
     auto live = std::make_shared<LiveRouter>();
-    live->adapter = std::make_unique<PyChatAdapter>(b.context(), std::move(bridge), CapabilitiesFrom(capabilities),
-                                                    Millis(adapter_timeout, "adapter_timeout"));
+    if (py::isinstance<ImmediateAdapterMarker>(bridge))
+      live->adapter = std::make_unique<ImmediateAdapter>(b.context(), CapabilitiesFrom(capabilities));
+    else
+      live->adapter = std::make_unique<PyChatAdapter>(b.context(), std::move(bridge), CapabilitiesFrom(capabilities),
+                                                      Millis(adapter_timeout, "adapter_timeout"));
     st::RouterOptions options = OptionsFrom(config);
     st::Result<std::unique_ptr<st::Router>> made;
     {
@@ -542,27 +587,15 @@ class PyRouter {
   }
 
   std::string HandleMessageBlocking(py::object message, std::optional<double> timeout) {
-    struct Wait {
-      std::mutex mu;
-      std::condition_variable cv;
-      std::optional<st::Result<st::Disposition>> r;
-    };
-    auto w = std::make_shared<Wait>();
+    auto w = std::make_shared<Handoff<st::Result<st::Disposition>>>();
     st::InboundMessage m = MessageFrom(message);
     With([&](st::Router& r) {
-      r.HandleMessage(std::move(m), [w](st::Result<st::Disposition> d) {
-        {
-          std::lock_guard lock(w->mu);
-          w->r = std::move(d);
-        }
-        w->cv.notify_all();
-      });
+      r.HandleMessage(std::move(m), [w](st::Result<st::Disposition> d) { w->Set(std::move(d)); });
     });
-    if (!WaitInterruptibly(w->mu, w->cv, [&] { return w->r.has_value(); }, timeout))
-      Raise(st::Error(st::Errc::timeout, "the router did not take the message in time"));
+    if (!w->Wait(timeout)) Raise(st::Error(st::Errc::timeout, "the router did not take the message in time"));
     std::lock_guard lock(w->mu);
-    if (!*w->r) Raise(w->r->error());
-    return std::string(st::ToString(**w->r));
+    if (!*w->value) Raise(w->value->error());
+    return std::string(st::ToString(**w->value));
   }
 
   void HandleAction(py::object action) {
@@ -586,22 +619,9 @@ class PyRouter {
 
   // True when the shutdown finished within `timeout` (None: however long it takes).
   bool ShutdownAndWait(std::optional<double> timeout) {
-    struct Wait {
-      std::mutex mu;
-      std::condition_variable cv;
-      bool done = false;
-    };
-    auto w = std::make_shared<Wait>();
-    With([&](st::Router& r) {
-      r.Shutdown([w] {
-        {
-          std::lock_guard lock(w->mu);
-          w->done = true;
-        }
-        w->cv.notify_all();
-      });
-    });
-    return WaitInterruptibly(w->mu, w->cv, [&] { return w->done; }, timeout);
+    auto w = std::make_shared<Handoff<bool>>();
+    With([&](st::Router& r) { r.Shutdown([w] { w->Set(true); }); });
+    return w->Wait(timeout);
   }
 
   py::dict Stats() {
@@ -681,6 +701,10 @@ void sessionturn::python::RegisterRouter(py::module_& m) {
         py::arg("in_process"), py::arg("allow_shell"), py::arg("runtime_program"));
   m.def("_kubernetes_backend", &MakeKubernetes, py::arg("context"), py::arg("namespace"), py::arg("spawner"),
         py::arg("template_file"), py::arg("owner"), py::arg("kubeconfig"), py::arg("kube_context"));
+
+  py::class_<ImmediateAdapterMarker>(m, "_ImmediateAdapter",
+                                     "A C++ adapter completing every call at once (bench/py_router.py)")
+      .def(py::init<>());
 
   py::class_<PyRouter>(m, "_Router")
       .def(py::init<py::object, py::object, py::object, py::object, double>(), py::arg("backend"), py::arg("bridge"),
