@@ -43,7 +43,7 @@ from ._sessionturn import (
     UnavailableError,
     WouldBlockError,
 )
-from . import _driver  # noqa: F401  (adds Driver.submit_turn_async and attach_turn_async)
+from ._driver import TurnStream  # also adds Driver.submit_turn_async, attach_turn_async and turn
 from ._router import (
     Button,
     ChatAdapter,
@@ -78,6 +78,6 @@ __all__ = [
     "IoError", "KubernetesBackend", "LocalBackend", "LocalRuntime", "NotFoundError", "OutboundMessage",
     "PlatformError", "ProtocolError", "Question", "QuestionRequest", "RejectedError", "Responder", "Route", "Router",
     "RouterConfig", "Session", "SessionBackend", "SessionClient", "ThreadMessage", "ThreadRef", "TimeoutError",
-    "TooLargeError", "TurnHandle", "TurnRef", "TurnResult", "UnauthorizedError", "UnavailableError",
+    "TooLargeError", "TurnHandle", "TurnRef", "TurnResult", "TurnStream", "UnauthorizedError", "UnavailableError",
     "WouldBlockError", "default_context", "envelope", "escape_markdown", "measure", "render", "session_name",
 ]

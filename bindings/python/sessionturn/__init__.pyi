@@ -164,9 +164,21 @@ TurnDone = Callable[[Optional[TurnResult], Optional[BaseException]], Any]
 
 class Driver:
     @staticmethod
-    def unix(path: str) -> "Driver": ...
+    def unix(path: str, *, context: Optional["Context"] = None) -> "Driver": ...
     @staticmethod
-    def exec(argv: Sequence[str]) -> "Driver": ...
+    def exec(argv: Sequence[str], *, context: Optional["Context"] = None) -> "Driver": ...
+    def turn(
+        self,
+        prompt: str,
+        *,
+        timeout: float = 3600.0,
+        on_question: Optional[OnQuestion] = None,
+        reconnect: bool = True,
+        allow_commands: bool = False,
+        answer_timeout: float = 600.0,
+        request_id: Optional[str] = None,
+        max_buffered_bytes: int = ...,
+    ) -> "TurnStream": ...
     @staticmethod
     def for_session(
         name: str,
@@ -269,6 +281,14 @@ class Driver:
     def interrupt(self, timeout: float = 30.0) -> None: ...
     @property
     def turns_in_flight(self) -> int: ...
+
+class TurnStream:
+    """A turn as an async iterator of its events on the caller's loop (Driver.turn)."""
+
+    def __aiter__(self) -> "TurnStream": ...
+    async def __anext__(self) -> Event: ...
+    async def result(self) -> TurnResult: ...
+    def cancel(self) -> None: ...
 
 class LocalRuntime:
     def __init__(

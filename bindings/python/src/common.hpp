@@ -21,8 +21,28 @@ py::object MakeException(const Error& error);
 // Raises it.
 [[noreturn]] void Raise(const Error& error);
 
-// A Python `Driver` with its own Context over the connector `make` builds on that Context.
-py::object NewDriver(const std::function<std::shared_ptr<Connector>(Context&)>& make, std::string describe);
+// sessionturn.Context: the library's event loop and its workers, shared by the drivers, backends and
+// routers given it (router.cpp registers it).
+class LibContext {
+ public:
+  explicit LibContext(int threads);
+  ~LibContext();  // without the GIL: its workers may be waiting for it in a callback
+  LibContext(const LibContext&) = delete;
+  LibContext& operator=(const LibContext&) = delete;
+  Context& get() { return *ctx_; }
+  int threads() const { return ctx_->threads(); }
+
+ private:
+  std::unique_ptr<Context> ctx_;
+};
+
+// `context` when it is a sessionturn.Context, else (None) the process's default one
+// (sessionturn.default_context()). The object returned keeps it alive.
+py::object ContextOrDefault(py::object context);
+
+// A Python `Driver` on `context` (None: the default one) over the connector `make` builds on it.
+py::object NewDriver(const std::function<std::shared_ptr<Connector>(Context&)>& make, std::string describe,
+                     py::object context = py::none());
 
 // Each defines its part of the module (errors.cpp, local_runtime.cpp, kube.cpp).
 void RegisterErrors(py::module_& m);

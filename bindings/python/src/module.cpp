@@ -361,35 +361,34 @@ class PyEventStream {
 
 class PyDriver {
  public:
-  // Each Python driver has its own Context (one worker): Python has no natural owner for a shared
-  // one, and a worker per driver is cheap next to the interpreter.
-  static std::unique_ptr<PyDriver> Unix(const std::string& path) {
+  // Drivers share a Context (sessionturn.Context; default: the process's one, one worker) instead of
+  // one OS thread each: a bot with many Sessions has as many workers as it asks for.
+  static std::unique_ptr<PyDriver> Unix(const std::string& path, py::object context) {
     if (path.empty()) Raise(st::Error(st::Errc::invalid_argument, "socket path is empty"));
-    auto d = std::unique_ptr<PyDriver>(new PyDriver());
-    d->driver_ = std::make_unique<st::Driver>(*d->context_, st::MakeUnixConnector(*d->context_, path));
-    d->describe_ = "unix:" + path;
-    return d;
+    return FromConnector([&](st::Context& c) { return st::MakeUnixConnector(c, path); }, "unix:" + path,
+                         std::move(context));
   }
   static std::unique_ptr<PyDriver> FromConnector(
-      const std::function<std::shared_ptr<st::Connector>(st::Context&)>& make, std::string describe) {
-    auto d = std::unique_ptr<PyDriver>(new PyDriver());
+      const std::function<std::shared_ptr<st::Connector>(st::Context&)>& make, std::string describe,
+      py::object context) {
+    auto d = std::unique_ptr<PyDriver>(new PyDriver(std::move(context)));
     d->driver_ = std::make_unique<st::Driver>(*d->context_, make(*d->context_));
     d->describe_ = std::move(describe);
     return d;
   }
-  static std::unique_ptr<PyDriver> Exec(const std::vector<std::string>& argv) {
+  static std::unique_ptr<PyDriver> Exec(const std::vector<std::string>& argv, py::object context) {
     if (argv.empty() || argv[0].empty()) Raise(st::Error(st::Errc::invalid_argument, "argv is empty"));
-    auto d = std::unique_ptr<PyDriver>(new PyDriver());
-    d->driver_ = std::make_unique<st::Driver>(*d->context_, st::MakeProcessConnector(*d->context_, argv));
-    d->describe_ = "exec:" + argv[0];
-    return d;
+    return FromConnector([&](st::Context& c) { return st::MakeProcessConnector(c, argv); }, "exec:" + argv[0],
+                         std::move(context));
   }
 
   ~PyDriver() {
     // Abandoning turns waits for the workers, which may need the GIL for a callback.
-    py::gil_scoped_release release;
-    driver_.reset();
-    context_.reset();
+    {
+      py::gil_scoped_release release;
+      driver_.reset();
+    }
+    context_owner_ = py::object();  // with the GIL; the Context outlives every driver on it
   }
 
   PyTurnResult SubmitTurn(const std::string& prompt, double timeout, py::object on_event, py::object on_question,
@@ -478,7 +477,7 @@ class PyDriver {
     options.reconnect.enabled = reconnect;
     if (timeout) Seconds(*timeout);  // validates
     st::WatchHandle handle;
-    st::Context* context = context_.get();
+    st::Context* context = context_;
     {
       py::gil_scoped_release release;
       handle = driver_->Watch(
@@ -548,7 +547,9 @@ class PyDriver {
   const std::string& describe() const { return describe_; }
 
  private:
-  PyDriver() : context_(std::make_unique<st::Context>()) {}
+  explicit PyDriver(py::object context)
+      : context_owner_(sessionturn::python::ContextOrDefault(std::move(context))),
+        context_(&context_owner_.cast<sessionturn::python::LibContext&>().get()) {}
 
   // Waiting on a worker would wait for the thread that has to finish the turn.
   void RefuseOnWorker(const char* what) const {
@@ -670,7 +671,8 @@ class PyDriver {
     return options;
   }
 
-  std::unique_ptr<st::Context> context_;
+  py::object context_owner_;  // the sessionturn.Context: alive as long as the driver
+  st::Context* context_;
   std::unique_ptr<st::Driver> driver_;
   std::string describe_;
 };
@@ -681,8 +683,8 @@ class PyDriver {
 }  // namespace
 
 py::object sessionturn::python::NewDriver(const std::function<std::shared_ptr<st::Connector>(st::Context&)>& make,
-                                         std::string describe) {
-  return py::cast(PyDriver::FromConnector(make, std::move(describe)));
+                                         std::string describe, py::object context) {
+  return py::cast(PyDriver::FromConnector(make, std::move(describe), std::move(context)));
 }
 
 PYBIND11_MODULE(_sessionturn, m) {
@@ -781,9 +783,10 @@ PYBIND11_MODULE(_sessionturn, m) {
                              "True while the watch runs (False after close(), its end, or a TooLargeError stop).");
 
   py::class_<PyDriver>(m, "Driver", "Talks to one Session runtime. Thread-safe.")
-      .def_static("unix", &PyDriver::Unix, py::arg("path"), "A driver for the runtime at a unix socket path.")
-      .def_static("exec", &PyDriver::Exec, py::arg("argv"),
-                  "A driver that runs argv (no shell) and speaks over its stdin/stdout.")
+      .def_static("unix", &PyDriver::Unix, py::arg("path"), py::kw_only(), py::arg("context") = py::none(),
+                  "A driver for the runtime at a unix socket path, on `context` (None: sessionturn.default_context()).")
+      .def_static("exec", &PyDriver::Exec, py::arg("argv"), py::kw_only(), py::arg("context") = py::none(),
+                  "A driver that runs argv (no shell) and speaks over its stdin/stdout, on `context`.")
       .def("submit_turn", &PyDriver::SubmitTurn, py::arg("prompt"), py::kw_only(), py::arg("timeout") = 3600.0,
            py::arg("on_event") = py::none(), py::arg("on_question") = py::none(), py::arg("reconnect") = true,
            py::arg("allow_commands") = false, py::arg("answer_timeout") = 600.0, py::arg("on_accepted") = py::none(),

@@ -32,6 +32,7 @@
 
 namespace py = pybind11;
 namespace st = sessionturn;
+using sessionturn::python::LibContext;
 using sessionturn::python::Raise;
 
 namespace {
@@ -106,25 +107,6 @@ class PyHeld {
 
 // ---- Context and backends ------------------------------------------------------------------------------
 
-class LibContext {
- public:
-  explicit LibContext(int threads) {
-    if (threads < 1) throw py::value_error("threads must be at least 1");
-    st::ContextOptions o;
-    o.threads = threads;
-    ctx_ = std::make_unique<st::Context>(o);
-  }
-  ~LibContext() {
-    py::gil_scoped_release release;  // its workers may be waiting for the GIL in a callback
-    ctx_.reset();
-  }
-  st::Context& get() { return *ctx_; }
-  int threads() const { return ctx_->threads(); }
-
- private:
-  std::unique_ptr<st::Context> ctx_;
-};
-
 class PyBackend {
  public:
   PyBackend(py::object context, std::unique_ptr<st::SessionBackend> backend)
@@ -157,6 +139,7 @@ std::unique_ptr<PyBackend> MakeLocal(py::object context, const std::string& stat
   o.in_process = in_process;
   o.allow_shell = allow_shell;
   o.runtime_program = runtime_program;
+  context = sessionturn::python::ContextOrDefault(std::move(context));
   st::Context& ctx = context.cast<LibContext&>().get();
   st::Result<std::unique_ptr<st::SessionBackend>> made;
   {
@@ -175,6 +158,7 @@ std::unique_ptr<PyBackend> MakeKubernetes(py::object context, const std::string&
   ko.kubeconfig = kubeconfig;
   ko.context = kube_context;
   ko.namespace_name = namespace_name;
+  context = sessionturn::python::ContextOrDefault(std::move(context));
   st::Context& ctx = context.cast<LibContext&>().get();
   st::Result<std::unique_ptr<st::SessionBackend>> made;
   {
@@ -686,6 +670,24 @@ std::vector<std::string> Render(const std::string& markdown, const std::string& 
 }
 
 }  // namespace
+
+sessionturn::python::LibContext::LibContext(int threads) {
+  if (threads < 1) throw py::value_error("threads must be at least 1");
+  st::ContextOptions o;
+  o.threads = threads;
+  ctx_ = std::make_unique<st::Context>(o);
+}
+
+sessionturn::python::LibContext::~LibContext() {
+  py::gil_scoped_release release;
+  ctx_.reset();
+}
+
+py::object sessionturn::python::ContextOrDefault(py::object context) {
+  if (context.is_none()) return py::module_::import("sessionturn._router").attr("default_context")();
+  if (!py::isinstance<LibContext>(context)) throw py::type_error("context must be a sessionturn.Context or None");
+  return context;
+}
 
 void sessionturn::python::RegisterRouter(py::module_& m) {
   py::class_<LibContext, std::shared_ptr<LibContext>>(m, "Context",
