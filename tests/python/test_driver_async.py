@@ -1,6 +1,7 @@
 """The Driver on the caller's asyncio loop: `async for event in driver.turn(...)`, callbacks of submit_turn_async
 on the loop's thread, the unread events bounded in bytes, and drivers sharing a Context."""
 import asyncio
+import gc
 import threading
 
 import pytest
@@ -73,9 +74,9 @@ def test_drivers_share_the_default_context_or_the_one_given(runtime):
     assert ctx.threads == 2
     a = sessionturn.Driver.unix(runtime.socket_path, context=ctx)
     b = sessionturn.Driver.unix(runtime.socket_path)
+    del ctx
+    gc.collect()  # the driver keeps its Context alive
     assert a.submit_turn("on my context", timeout=WAIT).status == "completed"
     assert b.submit_turn("on the default one", timeout=WAIT).status == "completed"
     with pytest.raises(TypeError, match="sessionturn.Context"):
         sessionturn.Driver.unix(runtime.socket_path, context="not a context")
-    del a
-    del ctx  # the driver kept it alive while it needed it

@@ -10,28 +10,48 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import atexit
 import dataclasses
 import inspect
 import threading
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple
+import weakref
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import _sessionturn as _st
 
-Context = _st.Context
 SessionBackend = _st._Backend
 
+# Every Context made, stopped at interpreter exit before finalization begins: a worker that takes the GIL while
+# the interpreter finalizes would be torn down under C++ frames.
+_contexts: "weakref.WeakSet[Context]" = weakref.WeakSet()
+
+
+class Context(_st.Context):
+    """The event loop the library's work runs on (``threads`` worker threads). Stopped at interpreter exit."""
+
+    def __init__(self, threads: int = 1):
+        super().__init__(threads)
+        _contexts.add(self)
+
+
 _default_lock = threading.Lock()
-_default: Optional[_st.Context] = None
+_default: Optional[Context] = None
 
 
-def default_context() -> _st.Context:
+def default_context() -> Context:
     """The process's shared Context (one worker thread), made on first use: backends, routers and drivers that are
     given none share it."""
     global _default
     with _default_lock:
         if _default is None:
-            _default = _st.Context(1)
+            _default = Context(1)
         return _default
+
+
+@atexit.register
+def _stop_contexts() -> None:
+    for ctx in list(_contexts):
+        ctx.stop()
 
 
 def LocalBackend(state_dir: str, *, provider: str = "echo", agent_bin: str = "", idle_suspend: float = 1800.0,
@@ -235,8 +255,12 @@ def _error_tuple(what: str, e: BaseException) -> Tuple[str, str, float, int]:
     return ("failed", "the adapter's %s raised %s: %s" % (what, type(e).__name__, e), 0.0, 0)
 
 
-async def _await(awaitable: Awaitable[Any]) -> Any:
-    return await awaitable
+async def _call(start: Callable[[], Any]) -> Any:
+    """Calls an adapter method on its loop; a plain method's value is the answer, a coroutine's awaited."""
+    result = start()
+    if inspect.isawaitable(result):
+        return await result
+    return result
 
 
 def _where(t: Tuple[str, str, str, str]) -> ThreadRef:
@@ -272,15 +296,7 @@ class _AdapterBridge:
         if self.loop.is_closed():
             done(None, ("unavailable", "the adapter's asyncio loop is closed: %s was not sent" % what, 0.0, 0))
             return
-        try:
-            result = start()
-        except BaseException as e:  # noqa: BLE001 - every failure of the adapter is reported, none escapes
-            done(None, _error_tuple(what, e))
-            return
-        if not inspect.isawaitable(result):
-            done(result, None)  # a plain method: its value is the answer
-            return
-        coro = result if asyncio.iscoroutine(result) else _await(result)
+        coro = _call(start)  # the adapter's method runs on its loop, plain or async
         try:
             future = asyncio.run_coroutine_threadsafe(coro, self.loop)
         except RuntimeError as e:
@@ -367,6 +383,9 @@ class Router:
         """Takes a delivered message; returns once it is durably accepted: "accepted", "duplicate", "ignored" or
         "refused". Acknowledge the delivery on the platform then. Raises UnavailableError while stopping (do not
         acknowledge: the platform delivers again)."""
+        if self._own_loop is None and _on_loop_thread(self._loop):
+            raise RuntimeError("Router.handle_message() would block the adapter's event loop: use "
+                               "await router.handle_message_async()")
         return self._impl.handle_message_blocking(message, timeout)
 
     async def handle_message_async(self, message: InboundMessage) -> str:

@@ -7,6 +7,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
+#include <utility>
 
 #include "sessionturn/connection.hpp"
 #include "sessionturn/context.hpp"
@@ -26,15 +28,40 @@ py::object MakeException(const Error& error);
 class LibContext {
  public:
   explicit LibContext(int threads);
-  ~LibContext();  // without the GIL: its workers may be waiting for it in a callback
+  // Joins the workers without the GIL (they may be waiting for it in a callback); on one of its own
+  // workers (a Python garbage collection there), on a thread of its own instead.
+  ~LibContext();
   LibContext(const LibContext&) = delete;
   LibContext& operator=(const LibContext&) = delete;
   Context& get() { return *ctx_; }
   int threads() const { return ctx_->threads(); }
+  // Stops the workers (sessionturn stops every Context at interpreter exit, before finalization).
+  void Stop();
 
  private:
   std::unique_ptr<Context> ctx_;
 };
+
+// True while the interpreter can run Python: not finalizing (a thread that takes the GIL then is torn
+// down under C++ frames) and not finalized. Objects dropped otherwise are leaked on purpose.
+inline bool PythonAlive() { return Py_IsInitialized() && !_Py_IsFinalizing(); }
+
+// Destroys `owned` (a C++ object whose destructor may wait for `keep`'s workers), without the GIL. Called
+// with the GIL. On one of those workers (a Python garbage collection can run there) waiting would wait
+// for itself: then a thread of its own destroys it, keeping the Context alive until it has.
+template <typename P>
+void DestroyOffWorker(std::shared_ptr<LibContext> keep, P owned) {
+  if (!owned) return;
+  if (!keep->get().InWorkerThread()) {
+    py::gil_scoped_release release;
+    owned.reset();
+    return;
+  }
+  std::thread([keep = std::move(keep), owned = std::move(owned)]() mutable {
+    owned.reset();
+    keep.reset();  // after it: the object's Context outlives it
+  }).detach();
+}
 
 // `context` when it is a sessionturn.Context, else (None) the process's default one
 // (sessionturn.default_context()). The object returned keeps it alive.

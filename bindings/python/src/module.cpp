@@ -83,7 +83,7 @@ class PyRef {
  public:
   explicit PyRef(py::object object) : object_(std::move(object)) {}
   ~PyRef() {
-    if (!object_ || !Py_IsInitialized()) {
+    if (!object_ || !sessionturn::python::PythonAlive()) {
       object_.release();  // interpreter gone: leaking beats crashing
       return;
     }
@@ -383,11 +383,10 @@ class PyDriver {
   }
 
   ~PyDriver() {
-    // Abandoning turns waits for the workers, which may need the GIL for a callback.
-    {
-      py::gil_scoped_release release;
-      driver_.reset();
-    }
+    // Abandoning turns waits for the workers, which may need the GIL for a callback (and, on a worker,
+    // for itself: then it happens on a thread of its own).
+    sessionturn::python::DestroyOffWorker(context_owner_.cast<std::shared_ptr<sessionturn::python::LibContext>>(),
+                                          std::move(driver_));
     context_owner_ = py::object();  // with the GIL; the Context outlives every driver on it
   }
 

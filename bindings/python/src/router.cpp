@@ -24,6 +24,7 @@
 #include <asio.hpp>
 
 #include "common.hpp"
+#include "context_gate.hpp"
 #include "sessionturn/backend.hpp"
 #include "sessionturn/kube.hpp"
 #include "sessionturn/render.hpp"
@@ -32,6 +33,7 @@
 
 namespace py = pybind11;
 namespace st = sessionturn;
+using sessionturn::python::DestroyOffWorker;
 using sessionturn::python::LibContext;
 using sessionturn::python::Raise;
 
@@ -40,7 +42,9 @@ namespace {
 constexpr std::chrono::milliseconds kSignalPoll{50};
 
 std::chrono::milliseconds Millis(double seconds, const char* what) {
-  if (!(seconds >= 0)) throw py::value_error(std::string(what) + " must be a non-negative number of seconds");
+  // NaN and anything past a year (inf) are refused: the conversion below would be undefined.
+  if (!(seconds >= 0) || seconds > 365.0 * 24 * 3600)
+    throw py::value_error(std::string(what) + " must be a number of seconds from 0 to a year");
   return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
 }
 
@@ -90,7 +94,7 @@ class PyHeld {
  public:
   explicit PyHeld(py::object o) : o_(std::move(o)) {}
   ~PyHeld() {
-    if (!Py_IsInitialized()) {
+    if (!sessionturn::python::PythonAlive()) {
       o_.release();  // the interpreter is gone: leaking beats crashing
       return;
     }
@@ -111,10 +115,7 @@ class PyBackend {
  public:
   PyBackend(py::object context, std::unique_ptr<st::SessionBackend> backend)
       : context_(std::move(context)), backend_(std::move(backend)) {}
-  ~PyBackend() {
-    py::gil_scoped_release release;
-    backend_.reset();
-  }
+  ~PyBackend() { DestroyOffWorker(context_.cast<std::shared_ptr<LibContext>>(), std::move(backend_)); }
   st::SessionBackend& get() { return *backend_; }
   st::Context& context() { return context_.cast<LibContext&>().get(); }
   const py::object& context_object() const { return context_; }
@@ -282,29 +283,47 @@ class PyChatAdapter final : public st::ChatAdapter {
   template <typename T>
   void Call(const char* method, const std::function<py::tuple()>& args,
             std::function<st::Result<T>(const py::handle&)> convert, std::function<void(st::Result<T>)> handler) {
+    // The watchdog's asio objects belong to its own wait handler only (so to the Context's event loop):
+    // Python, which may keep `Once` after the Context is gone, never owns one.
+    struct Watchdog {
+      asio::strand<asio::io_context::executor_type> strand;
+      asio::steady_timer timer;
+      explicit Watchdog(asio::io_context& io) : strand(asio::make_strand(io)), timer(strand) {}
+    };
     struct Once {
       std::atomic<bool> fired{false};
       std::function<void(st::Result<T>)> handler;
-      asio::strand<asio::io_context::executor_type> strand;
-      asio::steady_timer timer;  // used on the strand only
-      explicit Once(asio::io_context& io) : strand(asio::make_strand(io)), timer(strand) {}
+      std::shared_ptr<st::detail::ContextGate> gate;  // outlives the Context
+      std::weak_ptr<Watchdog> watchdog;
+      ~Once() {
+        // Never fired and the Context is gone: its handler holds the router's objects, whose destruction
+        // needs the event loop. Leaked on purpose.
+        if (handler && !gate->Post([] {})) new std::function<void(st::Result<T>)>(std::move(handler));
+      }
+      // The handler runs on a Context worker, and only while the Context runs (it posts to its strands).
       static void Fire(const std::shared_ptr<Once>& self, st::Result<T> r) {
         if (self->fired.exchange(true)) return;
-        asio::post(self->strand, [self] { self->timer.cancel(); });
-        auto h = std::move(self->handler);
-        h(std::move(r));
+        auto run = [w = self->watchdog, h = std::move(self->handler), r = std::move(r)]() mutable {
+          if (auto d = w.lock()) asio::post(d->strand, [d] { d->timer.cancel(); });
+          h(std::move(r));
+        };
+        auto boxed = std::make_shared<decltype(run)>(std::move(run));
+        if (!self->gate->Post([boxed] { (*boxed)(); })) new std::shared_ptr<decltype(run)>(boxed);  // see ~Once
       }
     };
-    auto once = std::make_shared<Once>(ctx_.io());
+    auto once = std::make_shared<Once>();
     once->handler = std::move(handler);
+    once->gate = st::detail::GateOf(ctx_);
     const std::string name = method;
-    // Armed before the call (the strand keeps the timer's use on one thread at a time).
-    once->timer.expires_after(timeout_);
-    once->timer.async_wait([once, name, timeout = timeout_](const asio::error_code& ec) {
+    auto watchdog = std::make_shared<Watchdog>(ctx_.io());
+    once->watchdog = watchdog;
+    watchdog->timer.expires_after(timeout_);
+    // The wait holds `once`: a call Python never answers (its loop stopped, the future dropped) still ends.
+    watchdog->timer.async_wait([watchdog, once, name, timeout = timeout_](const asio::error_code& ec) {
       if (ec) return;
       Once::Fire(once, st::Fail(st::Errc::timeout, "the adapter's " + name + " did not complete within " +
-                                                       std::to_string(timeout.count() / 1000) +
-                                                       " s (is its asyncio loop running?)"));
+                                                      std::to_string(timeout.count() / 1000) +
+                                                      " s (is its asyncio loop running?)"));
     });
     st::Result<T> immediate = st::Fail(st::Errc::internal, "unset");
     bool failed_now = false;
@@ -330,6 +349,10 @@ class PyChatAdapter final : public st::ChatAdapter {
         bridge_->get().attr(method)(*call_args);
       } catch (py::error_already_set& e) {
         immediate = st::Fail(st::Errc::failed, "the adapter's " + name + " raised: " + e.what());
+        failed_now = true;
+      } catch (const std::exception& e) {  // a value Python could not take (a cast error): never into the strand
+        PyErr_Clear();
+        immediate = st::Fail(st::Errc::failed, "the adapter's " + name + " could not be called: " + e.what());
         failed_now = true;
       }
     }
@@ -571,6 +594,8 @@ class PyRouter {
   }
 
   std::string HandleMessageBlocking(py::object message, std::optional<double> timeout) {
+    RefuseOnWorker("handle_message", "handle_message_async");
+    if (timeout) Millis(*timeout, "timeout");  // refused before the message is handed over
     auto w = std::make_shared<Handoff<st::Result<st::Disposition>>>();
     st::InboundMessage m = MessageFrom(message);
     With([&](st::Router& r) {
@@ -603,6 +628,8 @@ class PyRouter {
 
   // True when the shutdown finished within `timeout` (None: however long it takes).
   bool ShutdownAndWait(std::optional<double> timeout) {
+    RefuseOnWorker("stop", "stop_async");
+    if (timeout) Millis(*timeout, "timeout");
     auto w = std::make_shared<Handoff<bool>>();
     With([&](st::Router& r) { r.Shutdown([w] { w->Set(true); }); });
     return w->Wait(timeout);
@@ -614,12 +641,13 @@ class PyRouter {
     return StatsDict(s);
   }
 
-  // Destroys the router (its store is released) and then the adapter, once no call uses them.
+  // Destroys the router (its store is released) and then the adapter, once no call uses them (off the
+  // Context's workers: a garbage collection there must not wait for itself).
   void Close() {
     auto live = std::move(live_);
     live_.reset();
-    py::gil_scoped_release release;
-    live.reset();
+    if (live) DestroyOffWorker(backend_.cast<PyBackend&>().context_object().cast<std::shared_ptr<LibContext>>(),
+                               std::move(live));
   }
   bool closed() const { return !live_; }
 
@@ -633,6 +661,15 @@ class PyRouter {
     py::gil_scoped_release release;
     fn(*live->router);
     live.reset();
+  }
+
+  // A blocking call on a Context worker (a driver's callback, the adapter's plain method) would wait for
+  // the worker that has to do the work.
+  void RefuseOnWorker(const char* what, const char* instead) {
+    if (backend_.cast<PyBackend&>().context().InWorkerThread())
+      Raise(st::Error(st::Errc::would_block, std::string("Router.") + what +
+                                                 "() was called on a worker of the router's Context; use " + instead +
+                                                 " or another thread"));
   }
 
   py::object backend_;  // outlives the router
@@ -679,8 +716,22 @@ sessionturn::python::LibContext::LibContext(int threads) {
 }
 
 sessionturn::python::LibContext::~LibContext() {
+  if (!ctx_) return;
+  if (ctx_->InWorkerThread()) {  // a worker cannot join itself
+    std::thread([c = std::move(ctx_)]() mutable { c.reset(); }).detach();
+    return;
+  }
+  if (PyGILState_Check()) {
+    py::gil_scoped_release release;
+    ctx_.reset();
+  } else {
+    ctx_.reset();  // the last holder was a thread of ours (DestroyOffWorker)
+  }
+}
+
+void sessionturn::python::LibContext::Stop() {
   py::gil_scoped_release release;
-  ctx_.reset();
+  ctx_->Stop();
 }
 
 py::object sessionturn::python::ContextOrDefault(py::object context) {
@@ -693,7 +744,9 @@ void sessionturn::python::RegisterRouter(py::module_& m) {
   py::class_<LibContext, std::shared_ptr<LibContext>>(m, "Context",
                                                     "The event loop the library's work runs on (worker threads).")
       .def(py::init<int>(), py::arg("threads") = 1)
-      .def_property_readonly("threads", &LibContext::threads);
+      .def_property_readonly("threads", &LibContext::threads)
+      .def("stop", &LibContext::Stop,
+           "Stops the workers: operations in flight never report, new ones fail (done at interpreter exit).");
 
   py::class_<PyBackend>(m, "_Backend")
       .def("describe", &PyBackend::Describe)
