@@ -80,3 +80,24 @@ def test_drivers_share_the_default_context_or_the_one_given(runtime):
     assert b.submit_turn("on the default one", timeout=WAIT).status == "completed"
     with pytest.raises(TypeError, match="sessionturn.Context"):
         sessionturn.Driver.unix(runtime.socket_path, context="not a context")
+
+
+def test_a_dropped_stream_abandons_its_turn(slow_runtime):
+    driver = slow_runtime.driver()
+
+    async def main():
+        turn = driver.turn("dropped halfway", timeout=WAIT)
+        async for event in turn:
+            if event.type == "assistant.delta":
+                break
+        assert driver.turns_in_flight == 1
+        del turn, event
+        gc.collect()
+        # Abandoned: interrupted at once, not left to run the ~4 s the slow echo still had to go.
+        for _ in range(60):
+            if driver.turns_in_flight == 0:
+                return True
+            await asyncio.sleep(0.05)
+        return False
+
+    assert asyncio.run(asyncio.wait_for(main(), WAIT))

@@ -4,6 +4,7 @@ delivered on the caller's event loop."""
 from __future__ import annotations
 
 import asyncio
+import weakref
 from typing import Any, Callable, List, Optional
 
 from ._sessionturn import (DEFAULT_MAX_BUFFERED_BYTES, Driver, Event, QuestionRequest, Responder, TooLargeError,
@@ -117,6 +118,11 @@ async def _attach_turn_async(
         on_event, on_question)
 
 
+def _size(event: Event) -> int:
+    """What an unread event counts against the bound: its JSON line's bytes."""
+    return len(event.raw_json.encode("utf-8", "surrogatepass"))
+
+
 class TurnStream:
     """One turn as an async iterator of its events, delivered on the caller's loop::
 
@@ -127,7 +133,7 @@ class TurnStream:
 
     The events not read yet are bounded in bytes (their JSON lines, ``max_buffered_bytes``): a reader that stops
     reading ends the turn with TooLargeError instead of growing memory. ``cancel()`` (or cancelling a task
-    awaiting ``result()``) abandons the turn."""
+    awaiting ``result()``) abandons the turn, and so does dropping the stream."""
 
     def __init__(self, driver: Driver, prompt: str, *, timeout: float = 3600.0,
                  on_question: Optional[Callable[[QuestionRequest, Responder], Any]] = None,
@@ -140,26 +146,38 @@ class TurnStream:
         self._future: asyncio.Future[TurnResult] = self._loop.create_future()
         self._handle: Optional[TurnHandle] = None
         loop = self._loop
+        # The driver's callbacks hold the stream weakly: a stream the caller dropped is collected, and its turn
+        # abandoned (the finalizer below), instead of running on unread.
+        me = weakref.ref(self)
+
+        def call(method: str, *args: Any) -> None:  # on the loop
+            stream = me()
+            if stream is not None:
+                getattr(stream, method)(*args)
 
         def on_event(event: Event) -> None:  # a driver worker
             try:
-                loop.call_soon_threadsafe(self._push, event)
+                loop.call_soon_threadsafe(call, "_push", event)
             except RuntimeError:
                 pass
 
         def done(result: Optional[TurnResult], error: Optional[BaseException]) -> None:  # a driver worker
             try:
-                loop.call_soon_threadsafe(self._finish, result, error)
+                loop.call_soon_threadsafe(call, "_finish", result, error)
             except RuntimeError:
                 pass
 
-        self._handle = driver._start_turn(prompt, timeout, on_event, _on_loop(loop, on_question, self._fail),
+        def failed(error: BaseException) -> None:
+            call("_fail", error)
+
+        self._handle = driver._start_turn(prompt, timeout, on_event, _on_loop(loop, on_question, failed),
                                           reconnect, allow_commands, answer_timeout, None, request_id, done)
+        weakref.finalize(self, self._handle.cancel)
 
     def _push(self, event: Event) -> None:
         if self._future.done():
             return
-        self._buffered += len(event.raw_json)
+        self._buffered += _size(event)
         if self._buffered > self._max:
             self._fail(TooLargeError("the turn's unread events passed %d bytes: the reader stopped reading?"
                                      % self._max))
@@ -189,7 +207,7 @@ class TurnStream:
         if event is None:
             self._queue.put_nowait(None)  # every later call ends too
             raise StopAsyncIteration
-        self._buffered -= len(event.raw_json)
+        self._buffered -= _size(event)
         return event
 
     async def result(self) -> TurnResult:
