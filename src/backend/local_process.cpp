@@ -16,6 +16,7 @@
 
 #include "backend/local_store.hpp"
 #include "chat_secrets.hpp"
+#include "files.hpp"
 
 extern char** environ;
 
@@ -24,14 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Errno(const std::string& what, int err) {
-  return what + ": " + std::strerror(err);
-}
-
-bool IsExecutableFile(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
-}
+using files::Errno;
 
 std::string DescribeWait(int status) {
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
@@ -49,7 +43,7 @@ void RotateLog(const std::string& log) {
 
 Result<std::string> FindRuntimeProgram(const std::string& configured) {
   if (!configured.empty()) {
-    if (IsExecutableFile(configured)) return configured;
+    if (files::IsExecutableFile(configured)) return configured;
     return Fail(Errc::invalid_argument,
                 "LocalBackendOptions.runtime_program " + configured + " is not an executable file");
   }
@@ -58,19 +52,9 @@ Result<std::string> FindRuntimeProgram(const std::string& configured) {
   std::string beside;
   if (!ec) {
     beside = (self.parent_path() / kRuntimeProgramName).string();
-    if (IsExecutableFile(beside)) return beside;
+    if (files::IsExecutableFile(beside)) return beside;
   }
-  if (const char* path = std::getenv("PATH"); path != nullptr) {
-    std::string_view rest(path);
-    while (!rest.empty()) {
-      auto colon = rest.find(':');
-      std::string dir(rest.substr(0, colon));
-      rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
-      if (dir.empty()) continue;
-      std::string candidate = dir + "/" + std::string(kRuntimeProgramName);
-      if (IsExecutableFile(candidate)) return candidate;
-    }
-  }
+  if (auto found = files::FindOnPath(kRuntimeProgramName)) return *found;
   return Fail(Errc::not_found, std::string(kRuntimeProgramName) + " was not found " +
                                    (beside.empty() ? std::string() : "next to this program (" + beside + ") nor ") +
                                    "on PATH; install it or set LocalBackendOptions.runtime_program");

@@ -11,9 +11,10 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <random>
 
 #include <nlohmann/json.hpp>
+
+#include "files.hpp"
 
 namespace sessionturn::local {
 namespace {
@@ -21,35 +22,9 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
-std::string Errno(const std::string& what, int err) {
-  return what + ": " + std::strerror(err);
-}
-
-std::string RandomSuffix() {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  static const char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (int i = 0; i < 12; ++i) out += kDigits[rng() % 16];
-  return out;
-}
-
-Status WriteAll(int fd, std::string_view data, const std::string& path) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return Fail(Errc::io_error, Errno("cannot write " + path, errno));
-    data.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return {};
-}
-
-void FsyncDir(const std::string& dir) {
-  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-}
+using files::Errno;
+using files::FsyncDir;
+using files::RandomSuffix;
 
 Json TimeJson(WallClock::time_point t) {
   return t == WallClock::time_point{} ? Json(nullptr) : Json(FormatTime(t));
@@ -220,26 +195,6 @@ Result<std::string> ReadSmallFile(const std::string& path, std::size_t max_bytes
   }
   ::close(fd);
   return out;
-}
-
-Status WriteFileAtomic(const std::string& path, std::string_view content, bool durable) {
-  const std::string dir = fs::path(path).parent_path().string();
-  const std::string temp = path + ".tmp-" + RandomSuffix();
-  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) return Fail(errno == ENOENT ? Errc::not_found : Errc::io_error, Errno("cannot create " + temp, errno));
-  Status st = WriteAll(fd, content, temp);
-  if (st && durable && ::fsync(fd) != 0) st = Fail(Errc::io_error, Errno("cannot fsync " + temp, errno));
-  ::close(fd);
-  if (st && ::rename(temp.c_str(), path.c_str()) != 0) {
-    st =
-        Fail(errno == ENOENT ? Errc::not_found : Errc::io_error, Errno("cannot rename " + temp + " to " + path, errno));
-  }
-  if (!st) {
-    ::unlink(temp.c_str());
-    return st;
-  }
-  if (durable) FsyncDir(dir);
-  return {};
 }
 
 Result<SessionRecord> ReadSessionRecord(const std::string& path) {

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "files.hpp"
 #include "sessionturn/backend.hpp"
 #include "sessionturn/error.hpp"
 
@@ -81,11 +82,9 @@ Result<RuntimeRecord> ReadRuntimeRecord(const std::string& path);
 // `durable` as for WriteFileAtomic: the start and the exit are; last-activity updates need not be.
 Status WriteRuntimeRecord(const std::string& path, const RuntimeRecord& record, bool durable = true);
 
-// Writes `content` to `path` so that readers see the old file or the new one, never a part: a temp file
-// beside it, rename over. `durable`: fsync the file before and the directory after the rename, so it
-// also survives a machine crash (records; not needed for a pid, which a reboot makes stale anyway).
-// Created 0600.
-Status WriteFileAtomic(const std::string& path, std::string_view content, bool durable = true);
+// Atomic replacement of a record (files.hpp); `durable` for what must survive a machine crash
+// (records; not needed for a pid, which a reboot makes stale anyway).
+using files::WriteFileAtomic;
 // The file's text, bounded; Errc::not_found when missing.
 Result<std::string> ReadSmallFile(const std::string& path, std::size_t max_bytes = kMaxRecordBytes);
 

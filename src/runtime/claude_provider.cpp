@@ -22,9 +22,10 @@
 
 #include <asio.hpp>
 
+#include "chat_secrets.hpp"
+#include "files.hpp"
 #include "runtime/claude_wire.hpp"
 #include "runtime/provider.hpp"
-#include "chat_secrets.hpp"
 #include "runtime/text.hpp"
 #include "sigpipe.hpp"
 
@@ -50,25 +51,12 @@ using Answers = std::map<std::string, std::vector<std::string>>;
 // The binary, resolved once at start so a missing one is an error then, not at the first turn.
 Result<std::string> ResolveBinary(const std::string& configured) {
   const std::string name = configured.empty() ? std::string(kDefaultBinary) : configured;
-  auto executable = [](const std::string& p) {
-    struct stat st {};
-    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
-  };
   if (name.find('/') != std::string::npos) {
-    if (executable(name)) return fs::absolute(name).string();
+    if (files::IsExecutableFile(name)) return fs::absolute(name).string();
     return Fail(Errc::invalid_argument, "provider \"claude-code\": the agent binary \"" + name +
                                             "\" is not an executable file (--agent-bin)");
   }
-  const char* path = std::getenv("PATH");
-  std::string_view dirs = path ? path : "";
-  while (true) {
-    auto colon = dirs.find(':');
-    std::string dir(dirs.substr(0, colon));
-    std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + name;
-    if (executable(candidate)) return fs::absolute(candidate).string();
-    if (colon == std::string_view::npos) break;
-    dirs.remove_prefix(colon + 1);
-  }
+  if (auto found = files::FindOnPath(name)) return fs::absolute(*found).string();
   return Fail(Errc::invalid_argument, "provider \"claude-code\": \"" + name +
                                           "\" was not found on PATH (install Claude Code, or name the binary "
                                           "with --agent-bin PATH)");
@@ -87,21 +75,6 @@ bool IsUuid(std::string_view s) {
     }
   }
   return true;
-}
-
-// Writes `text` to dir/name through a temporary file and a rename (never a half-written file).
-Status WriteFileAtomically(const std::string& dir, std::string_view name, const std::string& text) {
-  const std::string path = dir + "/" + std::string(name);
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return Fail(Errc::io_error, "cannot write " + tmp + ": " + std::strerror(errno));
-  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    return Fail(Errc::io_error, "cannot write " + path + ": " + std::strerror(errno));
-  }
-  return {};
 }
 
 std::string ReadTrimmed(const std::string& path) {
@@ -544,7 +517,7 @@ void ClaudeProvider::PersistSession() {
     persisted_id_ = named;
     return;
   }
-  if (auto st = WriteFileAtomically(state_dir_, kSessionIdFile, named + "\n"); !st) {
+  if (auto st = files::WriteFileAtomic(state_dir_ + "/" + std::string(kSessionIdFile), named + "\n"); !st) {
     Log(LogLevel::error, "claude-code: " + st.error().message + ": tried again with the next line; a runtime restart "
                              "before it is saved resumes the conversation saved before, if any");
     return;

@@ -11,6 +11,27 @@ from ._sessionturn import (DEFAULT_MAX_BUFFERED_BYTES, Driver, Event, QuestionRe
                            TurnHandle, TurnRef, TurnResult)
 
 
+def _settler(loop: asyncio.AbstractEventLoop, future: "asyncio.Future[Any]") -> Callable[[Any, Any], None]:
+    """``done(value, error)`` for a worker thread: settles ``future`` on its loop (once; nothing when the loop
+    is closed, since nobody waits any more). Handed over after whatever the worker handed over before it."""
+
+    def settle(value: Any, error: Optional[BaseException]) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def done(value: Any, error: Optional[BaseException]) -> None:
+        try:
+            loop.call_soon_threadsafe(settle, value, error)
+        except RuntimeError:
+            pass
+
+    return done
+
+
 def _on_loop(loop: asyncio.AbstractEventLoop, fn: Optional[Callable[..., Any]],
              failed: Callable[[BaseException], None]) -> Optional[Callable[..., None]]:
     """``fn`` called on ``loop`` (from a driver worker), in order; a coroutine function is run as a task. An
@@ -51,21 +72,7 @@ async def _await_turn(start: Callable[..., TurnHandle], on_event: Optional[Calla
         if handle:
             handle[0].cancel()
 
-    def settle(result: Optional[TurnResult], error: Optional[BaseException]) -> None:
-        if future.done():
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)  # type: ignore[arg-type]
-
-    def done(result: Optional[TurnResult], error: Optional[BaseException]) -> None:
-        # Runs on a driver worker: hand over to the loop's thread (after the events it already handed over).
-        try:
-            loop.call_soon_threadsafe(settle, result, error)
-        except RuntimeError:
-            pass  # the loop is closed: nobody is waiting any more
-
+    done = _settler(loop, future)
     handle.append(start(_on_loop(loop, on_event, failed), _on_loop(loop, on_question, failed),
                         _on_loop(loop, on_accepted, failed), done))
     try:

@@ -18,6 +18,7 @@ import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import _sessionturn as _st
+from ._driver import _settler
 
 SessionBackend = _st._Backend
 
@@ -392,22 +393,7 @@ class Router:
         """The asyncio form of handle_message."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[str] = loop.create_future()
-
-        def settle(disposition: Optional[str], error: Optional[BaseException]) -> None:
-            if future.done():
-                return
-            if error is not None:
-                future.set_exception(error)
-            else:
-                future.set_result(disposition)  # type: ignore[arg-type]
-
-        def done(disposition: Optional[str], error: Optional[BaseException]) -> None:
-            try:
-                loop.call_soon_threadsafe(settle, disposition, error)
-            except RuntimeError:
-                pass  # the loop is closed: nobody waits any more
-
-        self._impl.handle_message(message, done)
+        self._impl.handle_message(message, _settler(loop, future))
         return await future
 
     def handle_action(self, action: InboundAction) -> None:
@@ -442,14 +428,8 @@ class Router:
             return True
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
-
-        def done() -> None:
-            try:
-                loop.call_soon_threadsafe(lambda: future.done() or future.set_result(None))
-            except RuntimeError:
-                pass
-
-        self._impl.shutdown(done)
+        settle = _settler(loop, future)
+        self._impl.shutdown(lambda: settle(None, None))
         finished = True
         try:
             await asyncio.wait_for(asyncio.shield(future), timeout)
