@@ -3,6 +3,8 @@
 #pragma once
 
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -14,12 +16,18 @@
 #include "sessionturn.h"
 #include "sessionturn/connection.hpp"
 #include "sessionturn/context.hpp"
+#include "sessionturn/driver.hpp"
 #include "sessionturn/error.hpp"
 
 namespace st = sessionturn;
 
 struct st_context {
   std::unique_ptr<st::Context> context;
+};
+
+struct st_driver {
+  st::Context* context = nullptr;
+  std::unique_ptr<st::Driver> driver;
 };
 
 namespace sessionturn::capi {
@@ -117,8 +125,23 @@ inline st::Status CheckVersion(unsigned int version, unsigned int current, const
   return {};
 }
 
-// Makes a driver handle over `connector` (defined where st_driver is: kube.hpp and driver.hpp cannot
-// share a translation unit, both define sessionturn::WatchOptions).
+inline st::Status CheckDriver(const st_driver* driver) {
+  if (!driver || !driver->driver) return st::Fail(st::Errc::invalid_argument, "driver is NULL");
+  return {};
+}
+
+// A `char **out` string: malloc'd, so the caller frees it with st_string_free (std::free).
+inline char* CopyString(const std::string& text) {
+  char* copy = static_cast<char*>(std::malloc(text.size() + 1));
+  if (!copy) throw std::bad_alloc();
+  std::memcpy(copy, text.c_str(), text.size() + 1);
+  return copy;
+}
+
+// A C string argument that may be NULL, as text ("" for NULL).
+inline std::string Str(const char* s) { return s ? std::string(s) : std::string(); }
+
+// Makes a driver handle over `connector` (defined in sessionturn_c.cpp, beside the other constructors).
 st::Status NewDriver(st_driver** out, st_context* context, std::shared_ptr<st::Connector> connector);
 
 }  // namespace sessionturn::capi

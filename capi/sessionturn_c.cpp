@@ -5,6 +5,7 @@
 #include "sessionturn.h"
 
 #include "capi_internal.hpp"
+#include "capi_views.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -15,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -25,7 +27,6 @@
 #include "sessionturn/driver.hpp"
 #include "sessionturn/error.hpp"
 #include "sessionturn/protocol.hpp"
-#include "sessionturn/testing/local_runtime.hpp"
 
 using namespace sessionturn::capi;  // NOLINT: the firewall helpers
 
@@ -33,11 +34,6 @@ using namespace sessionturn::capi;  // NOLINT: the firewall helpers
 
 struct st_cancel {
   st::CancellationSource source;
-};
-
-struct st_driver {
-  st::Context* context = nullptr;
-  std::unique_ptr<st::Driver> driver;
 };
 
 struct st_turn_result {
@@ -49,72 +45,12 @@ struct st_responder {
   std::string input_id;
 };
 
-struct st_local_runtime {
-  std::unique_ptr<st::testing::LocalRuntime> runtime;
-  std::string socket_path;
-};
-
 LastError& sessionturn::capi::ThreadLastError() {
   thread_local LastError last;
   return last;
 }
 
 namespace {
-
-// ---- Borrowed views for callbacks --------------------------------------------------------------------
-
-struct EventView {
-  std::string raw;
-  st_event view{};
-
-  explicit EventView(const st::Event& e) : raw(e.line.empty() ? st::EncodeEvent(e) : e.line) {
-    view.version = ST_EVENT_VERSION;
-    view.id = e.id;
-    view.type = e.type.c_str();
-    view.turn_id = e.turn_id.c_str();
-    view.request_id = e.request_id.c_str();
-    view.text = e.text.c_str();
-    view.status = e.status.c_str();
-    view.tool_id = e.tool_id.c_str();
-    view.tool_name = e.tool_name.c_str();
-    view.output = e.output.c_str();
-    view.input_id = e.input_id.c_str();
-    view.raw_json = raw.c_str();
-  }
-};
-
-struct QuestionView {
-  std::string raw;
-  std::vector<std::vector<st_question_option>> options;
-  std::vector<st_question> questions;
-  st_question_request view{};
-
-  explicit QuestionView(const st::Event& e) : raw(e.line.empty() ? st::EncodeEvent(e) : e.line) {
-    options.reserve(e.questions.size());
-    for (const auto& q : e.questions) {
-      auto& opts = options.emplace_back();
-      for (const auto& o : q.options) opts.push_back(st_question_option{o.label.c_str(), o.description.c_str()});
-    }
-    for (std::size_t i = 0; i < e.questions.size(); ++i) {
-      const auto& q = e.questions[i];
-      st_question cq{};
-      cq.id = q.id.c_str();
-      cq.header = q.header.c_str();
-      cq.question = q.question.c_str();
-      cq.options = options[i].empty() ? nullptr : options[i].data();
-      cq.option_count = options[i].size();
-      cq.multi_select = q.multi_select ? 1 : 0;
-      cq.secret = q.secret ? 1 : 0;
-      questions.push_back(cq);
-    }
-    view.version = ST_QUESTION_REQUEST_VERSION;
-    view.input_id = e.input_id.c_str();
-    view.turn_id = e.turn_id.c_str();
-    view.questions = questions.empty() ? nullptr : questions.data();
-    view.question_count = questions.size();
-    view.raw_json = raw.c_str();
-  }
-};
 
 // The ref's strings outlive the view: they belong to the tracker's copy for the call.
 struct TurnRefView {
@@ -164,6 +100,14 @@ st::Result<st::TurnOptions> MakeTurnOptions(st_driver* driver, const st_turn_opt
       });
     };
   }
+  // Version 3 appended the reconnect policy and the abandon grace: an older struct ends before them.
+  if (in->version >= 3) {
+    if (in->reconnect_max_attempts > 0) out.reconnect.max_attempts = in->reconnect_max_attempts;
+    out.reconnect.initial_backoff = OrDefault(in->reconnect_initial_backoff_ms, out.reconnect.initial_backoff);
+    out.reconnect.max_backoff = OrDefault(in->reconnect_max_backoff_ms, out.reconnect.max_backoff);
+    out.reconnect.handshake_timeout = OrDefault(in->handshake_timeout_ms, out.reconnect.handshake_timeout);
+    out.abandon_grace = OrDefault(in->abandon_grace_ms, out.abandon_grace);
+  }
   // on_accepted was appended in version 2: a version-1 struct ends before it.
   if (in->version >= 2 && in->on_accepted) {
     st_turn_accepted_fn fn = in->on_accepted;
@@ -176,11 +120,6 @@ st::Result<st::TurnOptions> MakeTurnOptions(st_driver* driver, const st_turn_opt
     };
   }
   return out;
-}
-
-st::Status CheckDriver(const st_driver* driver) {
-  if (!driver || !driver->driver) return st::Fail(st::Errc::invalid_argument, "driver is NULL");
-  return {};
 }
 
 st::Status CheckPrompt(const char* prompt) {
@@ -336,27 +275,38 @@ ST_API void st_cancel_free(st_cancel* cancel) {
 
 // ---- Responder --------------------------------------------------------------------------------------------
 
+namespace {
+
+// The C answers as the C++ map (question id -> values), every pointer checked.
+st::Result<std::map<std::string, std::vector<std::string>>> AnswersFrom(const st_answer* answers, size_t answer_count) {
+  if (!answers && answer_count > 0) return st::Fail(InvalidArgument("answers is NULL but answer_count > 0"));
+  std::map<std::string, std::vector<std::string>> map;
+  for (size_t i = 0; i < answer_count; ++i) {
+    const st_answer& a = answers[i];
+    if (!a.question_id) return st::Fail(InvalidArgument("answers[" + std::to_string(i) + "].question_id is NULL"));
+    if (!a.values && a.value_count > 0) {
+      return st::Fail(InvalidArgument("answers[" + std::to_string(i) + "].values is NULL but value_count > 0"));
+    }
+    auto& values = map[a.question_id];
+    for (size_t j = 0; j < a.value_count; ++j) {
+      if (!a.values[j]) {
+        return st::Fail(InvalidArgument("answers[" + std::to_string(i) + "].values[" + std::to_string(j) +
+                                        "] is NULL"));
+      }
+      values.emplace_back(a.values[j]);
+    }
+  }
+  return map;
+}
+
+}  // namespace
+
 ST_API st_status st_responder_answer(st_responder* responder, const st_answer* answers, size_t answer_count) {
   return GuardStatus("st_responder_answer", [&]() -> st::Status {
     if (!responder) return st::Fail(InvalidArgument("responder is NULL"));
-    if (!answers && answer_count > 0) return st::Fail(InvalidArgument("answers is NULL but answer_count > 0"));
-    std::map<std::string, std::vector<std::string>> map;
-    for (size_t i = 0; i < answer_count; ++i) {
-      const st_answer& a = answers[i];
-      if (!a.question_id) return st::Fail(InvalidArgument("answers[" + std::to_string(i) + "].question_id is NULL"));
-      if (!a.values && a.value_count > 0) {
-        return st::Fail(InvalidArgument("answers[" + std::to_string(i) + "].values is NULL but value_count > 0"));
-      }
-      auto& values = map[a.question_id];
-      for (size_t j = 0; j < a.value_count; ++j) {
-        if (!a.values[j]) {
-          return st::Fail(InvalidArgument("answers[" + std::to_string(i) + "].values[" + std::to_string(j) +
-                                          "] is NULL"));
-        }
-        values.emplace_back(a.values[j]);
-      }
-    }
-    if (!responder->responder.Answer(std::move(map))) {
+    auto map = AnswersFrom(answers, answer_count);
+    if (!map) return st::Fail(map.error());
+    if (!responder->responder.Answer(std::move(*map))) {
       return st::Fail(st::Errc::rejected, "question " + responder->input_id +
                                               " is no longer open: already answered or declined, or its turn ended");
     }
@@ -518,6 +468,22 @@ ST_API const char* st_turn_result_journal_id(const st_turn_result* result) {
   return ResultField("st_turn_result_journal_id", result, static_cast<const char*>(nullptr),
                      [](const st::TurnResult& r) { return r.journal_id.c_str(); });
 }
+namespace {
+int64_t MillisOr(const std::optional<std::chrono::milliseconds>& d) { return d ? static_cast<int64_t>(d->count()) : -1; }
+}  // namespace
+
+ST_API int64_t st_turn_result_time_to_accepted_ms(const st_turn_result* result) {
+  return ResultField("st_turn_result_time_to_accepted_ms", result, static_cast<int64_t>(ST_E_INVALID_ARGUMENT),
+                     [](const st::TurnResult& r) { return MillisOr(r.time_to_accepted); });
+}
+ST_API int64_t st_turn_result_time_to_started_ms(const st_turn_result* result) {
+  return ResultField("st_turn_result_time_to_started_ms", result, static_cast<int64_t>(ST_E_INVALID_ARGUMENT),
+                     [](const st::TurnResult& r) { return MillisOr(r.time_to_started); });
+}
+ST_API int64_t st_turn_result_time_to_completed_ms(const st_turn_result* result) {
+  return ResultField("st_turn_result_time_to_completed_ms", result, static_cast<int64_t>(ST_E_INVALID_ARGUMENT),
+                     [](const st::TurnResult& r) { return MillisOr(r.time_to_completed); });
+}
 ST_API void st_turn_result_free(st_turn_result* result) {
   Guard("st_turn_result_free", 0, [&] {
     delete result;
@@ -593,221 +559,42 @@ ST_API st_status st_driver_interrupt(st_driver* driver, int64_t timeout_ms) {
   });
 }
 
-// ---- Watch ------------------------------------------------------------------------------------------------------
-
-namespace {
-
-// A `char **out` string: malloc'd, so the caller frees it with st_string_free (std::free).
-char* CopyString(const std::string& text) {
-  char* copy = static_cast<char*>(std::malloc(text.size() + 1));
-  if (!copy) throw std::bad_alloc();
-  std::memcpy(copy, text.c_str(), text.size() + 1);
-  return copy;
-}
-
-// Lets st_watch_free guarantee that no callback runs after it returns: callbacks run under the gate's
-// lock, Close() takes it. A callback that frees its own watch already holds the lock (same thread).
-struct CallbackGate {
-  std::mutex mutex;
-  bool open = true;
-  std::atomic<std::thread::id> inside{};
-
-  template <typename Fn>
-  void Run(Fn&& fn) {
-    std::lock_guard lock(mutex);
-    if (!open) return;
-    inside.store(std::this_thread::get_id());
-    fn();
-    inside.store(std::thread::id{});
-  }
-
-  void Close() {
-    if (inside.load() == std::this_thread::get_id()) {
-      open = false;
-      return;
-    }
-    std::lock_guard lock(mutex);
-    open = false;
-  }
-};
-
-}  // namespace
-
-struct st_watch {
-  st::Context* context = nullptr;
-  st::WatchHandle handle;
-  std::shared_ptr<CallbackGate> gate;
-};
-
-ST_API st_status st_driver_watch(st_watch** out, st_driver* driver, const st_watch_options* options,
-                                 st_event_fn on_event, st_watch_end_fn on_end, void* payload) {
-  return GuardStatus("st_driver_watch", [&]() -> st::Status {
-    if (!out) return st::Fail(InvalidArgument("out is NULL"));
-    *out = nullptr;
+ST_API st_status st_driver_interrupt_async(st_driver* driver, int64_t timeout_ms, st_done_fn done, void* payload) {
+  return GuardStatus("st_driver_interrupt_async", [&]() -> st::Status {
     if (auto ok = CheckDriver(driver); !ok) return ok;
-    if (!on_event) return st::Fail(InvalidArgument("on_event is NULL"));
-    st::WatchOptions opts;
-    if (options) {
-      if (auto ok = CheckVersion(options->version, ST_WATCH_OPTIONS_VERSION, "st_watch_options"); !ok) return ok;
-      if (options->since < 0) return st::Fail(InvalidArgument("st_watch_options.since must be >= 0"));
-      opts.since = options->since;
-      if (options->journal_id) opts.journal_id = options->journal_id;
-      opts.reconnect.enabled = options->reconnect != 0;
-      opts.history_bounds = options->history_bounds != 0;
-      opts.history_items = options->history_items;
-      opts.history_bytes = options->history_bytes;
-    }
-    auto handle = std::make_unique<st_watch>();
-    handle->context = driver->context;
-    handle->gate = std::make_shared<CallbackGate>();
-    auto gate = handle->gate;
+    if (!done) return st::Fail(InvalidArgument("done is NULL"));
     st::Context* context = driver->context;
-    auto on_ev = [gate, on_event, payload, context](const st::Event& e) {
-      gate->Run([&] {
-        CallUser(context, "watch on_event", [&] {
-          EventView view(e);
-          on_event(&view.view, payload);
-        });
-      });
-    };
-    st::WatchEndHandler end;
-    if (on_end) {
-      end = [gate, on_end, payload, context](st::Status status) {
-        gate->Run([&] {
-          CallUser(context, "watch on_end", [&] {
-            if (status) {
-              on_end(ST_OK, "", payload);
-            } else {
-              const st_status code = ToStatus(status.error().code);
-              on_end(code == ST_OK ? ST_E_INTERNAL : code, status.error().message.c_str(), payload);
-            }
+    driver->driver->AsyncInterrupt(
+        [done, payload, context](st::Status status) {
+          CallUser(context, "interrupt done", [&] {
+            if (status) return done(ST_OK, "", payload);
+            const st_status code = ToStatus(status.error().code);
+            done(code == ST_OK ? ST_E_INTERNAL : code, status.error().message.c_str(), payload);
           });
-        });
-      };
-    }
-    handle->handle = driver->driver->Watch(std::move(opts), std::move(on_ev), std::move(end));
-    *out = handle.release();
+        },
+        OrDefault(timeout_ms, st::kOneShotTimeout));
     return {};
   });
 }
 
-ST_API st_status st_watch_stop(st_watch* watch) {
-  return GuardStatus("st_watch_stop", [&]() -> st::Status {
-    if (!watch) return st::Fail(InvalidArgument("watch is NULL"));
-    if (watch->context && watch->context->InWorkerThread()) {
-      return st::Fail(st::Errc::would_block, "st_watch_stop was called from a callback (a Context worker thread)");
-    }
-    watch->handle.Stop();
-    return {};
+ST_API st_status st_driver_answer(st_driver* driver, const char* input_id, const st_answer* answers,
+                                  size_t answer_count, int64_t timeout_ms) {
+  return GuardStatus("st_driver_answer", [&]() -> st::Status {
+    if (auto ok = CheckDriver(driver); !ok) return ok;
+    if (!input_id || !*input_id) return st::Fail(InvalidArgument("input_id is NULL or empty"));
+    auto map = AnswersFrom(answers, answer_count);
+    if (!map) return st::Fail(map.error());
+    return driver->driver->Answer(input_id, std::move(*map), OrDefault(timeout_ms, st::kOneShotTimeout));
   });
 }
 
-ST_API int st_watch_active(const st_watch* watch) {
-  return Guard("st_watch_active", static_cast<int>(ST_E_INTERNAL), [&]() -> int {
-    if (!watch) return Record(InvalidArgument("watch is NULL"));
-    return watch->handle.Active() ? 1 : 0;
+ST_API st_status st_driver_decline(st_driver* driver, const char* input_id, int64_t timeout_ms) {
+  return GuardStatus("st_driver_decline", [&]() -> st::Status {
+    if (auto ok = CheckDriver(driver); !ok) return ok;
+    if (!input_id || !*input_id) return st::Fail(InvalidArgument("input_id is NULL or empty"));
+    return driver->driver->Decline(input_id, OrDefault(timeout_ms, st::kOneShotTimeout));
   });
 }
-
-ST_API int64_t st_watch_last_event_id(const st_watch* watch) {
-  return Guard("st_watch_last_event_id", static_cast<int64_t>(ST_E_INTERNAL), [&]() -> int64_t {
-    if (!watch) return Record(InvalidArgument("watch is NULL"));
-    return watch->handle.last_event_id();
-  });
-}
-
-ST_API st_status st_watch_journal_id(char** out, const st_watch* watch) {
-  return GuardStatus("st_watch_journal_id", [&]() -> st::Status {
-    if (!out) return st::Fail(InvalidArgument("out is NULL"));
-    *out = nullptr;
-    if (!watch) return st::Fail(InvalidArgument("watch is NULL"));
-    *out = CopyString(watch->handle.journal_id());
-    return {};
-  });
-}
-
-ST_API void st_watch_free(st_watch* watch) {
-  Guard("st_watch_free", 0, [&] {
-    if (!watch) return 0;
-    watch->handle.Stop();
-    watch->gate->Close();
-    delete watch;
-    return 0;
-  });
-}
-
-// ---- Local runtime -----------------------------------------------------------------------------------------
-
-ST_API st_status st_local_runtime_start(st_local_runtime** out, const st_local_runtime_options* options) {
-  return GuardStatus("st_local_runtime_start", [&]() -> st::Status {
-    if (!out) return st::Fail(InvalidArgument("out is NULL"));
-    *out = nullptr;
-    if (!options) return st::Fail(InvalidArgument("options is NULL (socket_path is required)"));
-    if (auto ok = CheckVersion(options->version, ST_LOCAL_RUNTIME_OPTIONS_VERSION, "st_local_runtime_options"); !ok) {
-      return ok;
-    }
-    if (!options->socket_path || !*options->socket_path) {
-      return st::Fail(InvalidArgument("st_local_runtime_options.socket_path is NULL or empty"));
-    }
-    st::testing::LocalRuntimeOptions opts;
-    opts.socket_path = options->socket_path;
-    if (options->state_dir) opts.state_dir = options->state_dir;
-    if (options->provider) opts.provider = options->provider;
-    opts.allow_shell = options->allow_shell != 0;
-    if (options->session_name) opts.session_name = options->session_name;
-    if (options->echo_delay_ms >= 0) opts.echo_delay = std::chrono::milliseconds(options->echo_delay_ms);
-    auto runtime = st::testing::LocalRuntime::Start(std::move(opts));
-    if (!runtime) return st::Fail(runtime.error());
-    auto handle = std::make_unique<st_local_runtime>();
-    handle->socket_path = (*runtime)->socket_path();
-    handle->runtime = std::move(*runtime);
-    *out = handle.release();
-    return {};
-  });
-}
-
-ST_API const char* st_local_runtime_socket_path(const st_local_runtime* runtime) {
-  return Guard("st_local_runtime_socket_path", static_cast<const char*>(nullptr), [&]() -> const char* {
-    if (!runtime) {
-      Record(InvalidArgument("runtime is NULL"));
-      return nullptr;
-    }
-    return runtime->socket_path.c_str();
-  });
-}
-
-ST_API st_status st_local_runtime_journal_id(char** out, const st_local_runtime* runtime) {
-  return GuardStatus("st_local_runtime_journal_id", [&]() -> st::Status {
-    if (!out) return st::Fail(InvalidArgument("out is NULL"));
-    *out = nullptr;
-    if (!runtime) return st::Fail(InvalidArgument("runtime is NULL"));
-    *out = CopyString(runtime->runtime->journal_id());
-    return {};
-  });
-}
-
-ST_API int64_t st_local_runtime_last_event_id(const st_local_runtime* runtime) {
-  return Guard("st_local_runtime_last_event_id", static_cast<int64_t>(ST_E_INTERNAL), [&]() -> int64_t {
-    if (!runtime) return Record(InvalidArgument("runtime is NULL"));
-    return runtime->runtime->last_event_id();
-  });
-}
-
-ST_API st_status st_local_runtime_stop(st_local_runtime* runtime) {
-  return GuardStatus("st_local_runtime_stop", [&]() -> st::Status {
-    if (!runtime) return st::Fail(InvalidArgument("runtime is NULL"));
-    runtime->runtime->Stop();
-    return {};
-  });
-}
-
-ST_API void st_local_runtime_free(st_local_runtime* runtime) {
-  Guard("st_local_runtime_free", 0, [&] {
-    delete runtime;
-    return 0;
-  });
-}
-
 
 st::Status sessionturn::capi::NewDriver(st_driver** out, st_context* context, std::shared_ptr<st::Connector> connector) {
   auto handle = std::make_unique<st_driver>();

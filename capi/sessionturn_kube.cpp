@@ -42,13 +42,6 @@ st::Status CheckName(const char* name) {
   return {};
 }
 
-char* CopyString(const std::string& s) {
-  char* copy = static_cast<char*>(std::malloc(s.size() + 1));
-  if (!copy) throw std::bad_alloc();
-  std::memcpy(copy, s.c_str(), s.size() + 1);
-  return copy;
-}
-
 // Waits for the Session and acknowledges an idle resume this wait requested or found pending.
 st::Result<st::ReadySession> WaitReadyAndAck(st_kube* kube, const std::string& name, int64_t timeout_ms,
                                              bool resume_idle) {

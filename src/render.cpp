@@ -96,6 +96,40 @@ std::size_t MeasureLength(std::string_view utf8, LengthUnit unit) noexcept {
   return n;
 }
 
+namespace {
+
+// Splits what `tokens_for` writes (given the room left for a label) into labelled parts. N is known
+// only once the text is split, and the label's room changes N: split without a label first (a text
+// that fits one part has none), then with room for as many digits as N has until N fits that room.
+template <typename TokensFor>
+Result<std::vector<RenderedPart>> SplitLabelled(TokensFor&& tokens_for, render::SplitOptions split, bool label_parts) {
+  std::size_t digits = 0;
+  std::vector<render::SplitPart> parts;
+  for (;;) {
+    split.reserve = LabelReserve(digits);
+    const std::vector<render::Token> tokens = tokens_for(render::TokenLimits{split.max_length, split.unit, split.reserve});
+    auto result = render::Split(tokens, split);
+    if (!result) return Fail(result.error());
+    parts = std::move(*result);
+    if (!label_parts || parts.size() <= 1 || Digits(parts.size()) <= digits) break;
+    digits = std::max(digits + 1, Digits(parts.size()));
+  }
+
+  std::vector<RenderedPart> out;
+  const bool label = label_parts && parts.size() > 1;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    RenderedPart part;
+    part.text = std::move(parts[i].text);
+    if (label) part.text += Label(i + 1, parts.size());
+    part.plain_fallback = parts[i].fallback;
+    out.push_back(std::move(part));
+  }
+  if (out.empty()) out.emplace_back();
+  return out;
+}
+
+}  // namespace
+
 Result<std::vector<RenderedPart>> RenderReply(std::string_view markdown, const RenderOptions& options) {
   if (auto ok = CheckOptions(options); !ok) return Fail(ok.error());
   const render::Doc doc = render::ParseMarkdown(render::SanitizeUtf8(markdown));
@@ -105,32 +139,30 @@ Result<std::vector<RenderedPart>> RenderReply(std::string_view markdown, const R
   split.soft_length = std::min(options.soft_length ? options.soft_length : options.max_length, options.max_length);
   split.unit = options.unit;
   split.entities = options.dialect != MarkupDialect::plain;
+  return SplitLabelled(
+      [&](const render::TokenLimits& limits) { return render::RenderTokens(doc, options.dialect, limits); }, split,
+      options.label_parts);
+}
 
-  // N is known only once the reply is split, and the label's room changes N: split without a
-  // label first (a reply that fits one part has none), then with room for as many digits as N has
-  // until N fits that room.
-  std::size_t digits = 0;
-  std::vector<render::SplitPart> parts;
-  for (;;) {
-    split.reserve = LabelReserve(digits);
-    const auto tokens = render::RenderTokens(doc, options.dialect, {split.max_length, split.unit, split.reserve});
-    auto result = render::Split(tokens, split);
-    if (!result) return Fail(result.error());
-    parts = std::move(*result);
-    if (!options.label_parts || parts.size() <= 1 || Digits(parts.size()) <= digits) break;
-    digits = std::max(digits + 1, Digits(parts.size()));
-  }
-
-  std::vector<RenderedPart> out;
-  const bool label = options.label_parts && parts.size() > 1;
-  for (std::size_t i = 0; i < parts.size(); ++i) {
-    RenderedPart part;
-    part.text = std::move(parts[i].text);
-    if (label) part.text += Label(i + 1, parts.size());
-    part.plain_fallback = parts[i].fallback;
-    out.push_back(std::move(part));
-  }
-  if (out.empty()) out.emplace_back();
+Result<std::vector<std::string>> SplitText(std::string_view text, std::size_t max_length, LengthUnit unit,
+                                           bool label_parts) {
+  if (!KnownUnit(unit))
+    return Fail(Errc::invalid_argument, "SplitText: unit " + std::to_string(static_cast<int>(unit)) +
+                                            " is not a LengthUnit");
+  if (max_length < kMinPartLength)
+    return Fail(Errc::invalid_argument, "SplitText: max_length " + std::to_string(max_length) +
+                                            " is too small: a part needs at least " + std::to_string(kMinPartLength) +
+                                            " units for its label \"(i/N)\" and some text");
+  const std::vector<render::Token> tokens = render::PlainTokens(render::SanitizeUtf8(text), unit);
+  render::SplitOptions split;
+  split.max_length = max_length;
+  split.soft_length = max_length;
+  split.unit = unit;
+  auto parts = SplitLabelled([&](const render::TokenLimits&) { return tokens; }, split, label_parts);
+  if (!parts) return Fail(parts.error());
+  std::vector<std::string> out;
+  out.reserve(parts->size());
+  for (auto& p : *parts) out.push_back(std::move(p.text));
   return out;
 }
 

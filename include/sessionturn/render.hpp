@@ -69,6 +69,14 @@ struct RenderedPart {
 // soft_length below kMinPartLength), naming the option. docs/rendering.md has the details.
 Result<std::vector<RenderedPart>> RenderReply(std::string_view markdown, const RenderOptions& options);
 
+// Plain text (no Markdown: nothing is parsed or escaped) split into parts of at most `max_length`
+// units, at a blank line, then a line break, then a space (the spaces or newlines at a cut go), and
+// only a word longer than a part between characters, never inside a UTF-8 sequence. Bytes that are
+// not UTF-8 become U+FFFD. Parts are labelled "(i/N)" like RenderReply's when `label_parts` and there
+// are several. Errc::invalid_argument for a max_length below kMinPartLength or an unknown unit.
+Result<std::vector<std::string>> SplitText(std::string_view text, std::size_t max_length,
+                                           LengthUnit unit = LengthUnit::utf16, bool label_parts = true);
+
 // `text` quoted so that Markdown shows it literally (for names, tool input and questions the router
 // puts into its own Markdown notes): ASCII punctuation backslash-escaped, a line's leading space or
 // tab written as a character reference (so it neither vanishes nor starts a code block).

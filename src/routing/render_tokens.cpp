@@ -453,4 +453,27 @@ std::vector<Token> RenderTokens(const Doc& doc, MarkupDialect dialect, const Tok
   return out;
 }
 
+std::vector<Token> PlainTokens(std::string_view text, LengthUnit unit) {
+  std::vector<Token> out;
+  for (std::size_t i = 0; i < text.size();) {
+    const char c = text[i];
+    std::size_t j = i;
+    if (c == '\n' || c == '\r') {
+      std::size_t newlines = 0;
+      while (j < text.size() && (text[j] == '\n' || text[j] == '\r')) newlines += text[j++] == '\n';
+      // A blank line is a paragraph break, the best place to cut; a lone \r counts as a line break.
+      const TokenKind kind = newlines >= 2 ? TokenKind::block_break : TokenKind::line_break;
+      out.push_back(Make(kind, std::string(text.substr(i, j - i)), unit));
+    } else if (c == ' ' || c == '\t') {
+      while (j < text.size() && (text[j] == ' ' || text[j] == '\t')) ++j;
+      out.push_back(Make(TokenKind::space, std::string(text.substr(i, j - i)), unit));
+    } else {
+      while (j < text.size() && text[j] != ' ' && text[j] != '\t' && text[j] != '\n' && text[j] != '\r') ++j;
+      out.push_back(Make(TokenKind::text, std::string(text.substr(i, j - i)), unit));
+    }
+    i = j;
+  }
+  return out;
+}
+
 }  // namespace sessionturn::render

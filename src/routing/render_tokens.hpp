@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "routing/render_doc.hpp"
@@ -48,6 +49,10 @@ struct TokenLimits {
 // `limits` (a code fence with a very long language, a link with a very long URL, a frame the
 // label leaves too little room for) is written without markup, its tokens marked `fallback`.
 std::vector<Token> RenderTokens(const Doc& doc, MarkupDialect dialect, const TokenLimits& limits);
+
+// Plain text (no Markdown, no escaping; valid UTF-8) as words, spaces, line breaks and paragraph
+// breaks (a blank line), the form the splitter cuts: SplitText.
+std::vector<Token> PlainTokens(std::string_view text, LengthUnit unit);
 
 // The most units one cut-free piece of text takes ("&amp;" is 5, a code point at most 4): the
 // room a part must have beyond its markup to make progress.

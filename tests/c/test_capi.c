@@ -3,128 +3,9 @@
  * generous deadlines (a loaded 2-core machine), never on sleeps. */
 #define _POSIX_C_SOURCE 200809L
 
-#include "sessionturn.h"
+#include "capi_test.h"
 
-#include <errno.h>
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
 #include <unistd.h>
-
-/* Deadline of every wait in these tests: far above what a healthy run needs, so only a real hang fails. */
-#define WAIT_SECONDS 30
-
-static int g_failures = 0;
-
-#define CHECK(cond)                                                                              \
-  do {                                                                                           \
-    if (!(cond)) {                                                                               \
-      fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond,   \
-              st_last_error());                                                                  \
-      g_failures++;                                                                              \
-    }                                                                                            \
-  } while (0)
-
-#define REQUIRE(cond)                                                                            \
-  do {                                                                                           \
-    if (!(cond)) {                                                                               \
-      fprintf(stderr, "%s:%d: REQUIRE failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
-              st_last_error());                                                                  \
-      exit(1);                                                                                   \
-    }                                                                                            \
-  } while (0)
-
-/* ---- Fixture: a temp dir, a context, a local runtime, a driver ---------------------------------- */
-
-typedef struct fixture {
-  char dir[256];
-  char socket_path[300];
-  char script_path[300];
-  st_context *context;
-  st_local_runtime *runtime;
-  st_driver *driver;
-} fixture;
-
-static void write_file(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  REQUIRE(f != NULL);
-  fputs(text, f);
-  fclose(f);
-}
-
-/* provider: NULL for echo; script: JSON text written to a file and used as "script:FILE". */
-static void fixture_start(fixture *fx, const char *provider, const char *script) {
-  st_local_runtime_options ro = ST_LOCAL_RUNTIME_OPTIONS_INIT;
-  char spec[400];
-  memset(fx, 0, sizeof *fx);
-  strcpy(fx->dir, "/tmp/st_capi_XXXXXX");
-  REQUIRE(mkdtemp(fx->dir) != NULL);
-  snprintf(fx->socket_path, sizeof fx->socket_path, "%s/runtime.sock", fx->dir);
-  REQUIRE(st_context_new(&fx->context, NULL) == ST_OK);
-  ro.socket_path = fx->socket_path;
-  ro.provider = provider;
-  ro.echo_delay_ms = 5;
-  if (script) {
-    snprintf(fx->script_path, sizeof fx->script_path, "%s/script.json", fx->dir);
-    write_file(fx->script_path, script);
-    snprintf(spec, sizeof spec, "script:%s", fx->script_path);
-    ro.provider = spec;
-  }
-  REQUIRE(st_local_runtime_start(&fx->runtime, &ro) == ST_OK);
-  REQUIRE(strcmp(st_local_runtime_socket_path(fx->runtime), fx->socket_path) == 0);
-  REQUIRE(st_driver_new_unix(&fx->driver, fx->context, fx->socket_path) == ST_OK);
-}
-
-static void fixture_stop(fixture *fx) {
-  char cmd[400];
-  st_driver_free(fx->driver);
-  CHECK(st_local_runtime_stop(fx->runtime) == ST_OK);
-  CHECK(st_local_runtime_stop(fx->runtime) == ST_OK); /* idempotent */
-  st_local_runtime_free(fx->runtime);
-  st_context_free(fx->context);
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", fx->dir);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", fx->dir);
-}
-
-/* ---- A latch: wait for a count with a deadline ------------------------------------------------------ */
-
-typedef struct latch {
-  pthread_mutex_t mutex;
-  pthread_cond_t cond;
-  int count;
-} latch;
-
-static void latch_init(latch *l) {
-  pthread_mutex_init(&l->mutex, NULL);
-  pthread_cond_init(&l->cond, NULL);
-  l->count = 0;
-}
-static void latch_destroy(latch *l) {
-  pthread_mutex_destroy(&l->mutex);
-  pthread_cond_destroy(&l->cond);
-}
-static void latch_add(latch *l) {
-  pthread_mutex_lock(&l->mutex);
-  l->count++;
-  pthread_cond_broadcast(&l->cond);
-  pthread_mutex_unlock(&l->mutex);
-}
-/* 1 when the count reached `n` before the deadline. */
-static int latch_wait(latch *l, int n) {
-  struct timespec deadline;
-  int ok;
-  clock_gettime(CLOCK_REALTIME, &deadline);
-  deadline.tv_sec += WAIT_SECONDS;
-  pthread_mutex_lock(&l->mutex);
-  while (l->count < n) {
-    if (pthread_cond_timedwait(&l->cond, &l->mutex, &deadline) == ETIMEDOUT) break;
-  }
-  ok = l->count >= n;
-  pthread_mutex_unlock(&l->mutex);
-  return ok;
-}
 
 /* ---- Event collection ---------------------------------------------------------------------------------- */
 
@@ -535,18 +416,7 @@ static void *cancel_thread(void *arg) {
   return NULL;
 }
 
-static void long_turn_fixture(fixture *fx) {
-  st_local_runtime_options ro = ST_LOCAL_RUNTIME_OPTIONS_INIT;
-  memset(fx, 0, sizeof *fx);
-  strcpy(fx->dir, "/tmp/st_capi_XXXXXX");
-  REQUIRE(mkdtemp(fx->dir) != NULL);
-  snprintf(fx->socket_path, sizeof fx->socket_path, "%s/runtime.sock", fx->dir);
-  REQUIRE(st_context_new(&fx->context, NULL) == ST_OK);
-  ro.socket_path = fx->socket_path;
-  ro.echo_delay_ms = 2000; /* three paced deltas: a turn of several seconds, time to cancel it */
-  REQUIRE(st_local_runtime_start(&fx->runtime, &ro) == ST_OK);
-  REQUIRE(st_driver_new_unix(&fx->driver, fx->context, fx->socket_path) == ST_OK);
-}
+static void long_turn_fixture(fixture *fx) { fixture_start_paced(fx, 2000); }
 
 static const char *kLongPrompt =
     "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
@@ -928,13 +798,7 @@ static void test_attach_turn(void) {
 
 /* ---- Questions ------------------------------------------------------------------------------------------- */
 
-/* A script provider that asks one question, then replies with what it got. */
-static const char *kQuestionScript =
-    "{\"turns\": [{\"steps\": ["
-    "{\"type\": \"question\", \"inputId\": \"q-1\", \"questions\": [{\"id\": \"color\", \"header\": \"Color\", "
-    "\"question\": \"Which color?\", \"options\": [{\"label\": \"red\"}, {\"label\": \"blue\"}]}]},"
-    "{\"type\": \"message\", \"text\": \"done asking\"}"
-    "]}]}";
+static const char *kQuestionScript = QUESTION_SCRIPT;
 
 typedef struct question_state {
   latch asked;
@@ -1179,11 +1043,6 @@ static void test_kube_sessions(void) {
 
 /* ---- main ------------------------------------------------------------------------------------------------ */
 
-typedef struct test_case {
-  const char *name;
-  void (*fn)(void);
-} test_case;
-
 static const test_case kCases[] = {
     {"version", test_version},
     {"null_handles", test_null_handles},
@@ -1204,20 +1063,6 @@ static const test_case kCases[] = {
 };
 
 int main(int argc, char **argv) {
-  size_t i;
-  int ran = 0;
-  for (i = 0; i < sizeof kCases / sizeof kCases[0]; i++) {
-    /* Without an argument every case runs except those that need the fake API server. */
-    if (argc < 2 ? strncmp(kCases[i].name, "kube_", 5) != 0 : strcmp(argv[1], kCases[i].name) == 0) {
-      fprintf(stderr, "== %s\n", kCases[i].name);
-      kCases[i].fn();
-      ran++;
-    }
-  }
-  if (ran == 0) {
-    fprintf(stderr, "unknown case %s\n", argv[1]);
-    return 2;
-  }
-  if (g_failures) fprintf(stderr, "%d check(s) failed\n", g_failures);
-  return g_failures ? 1 : 0;
+  /* Without an argument every case runs except those that need the fake API server. */
+  return run_cases(kCases, sizeof kCases / sizeof kCases[0], argc, argv, "kube_");
 }

@@ -313,6 +313,14 @@ def test_helpers():
     with pytest.raises(ValueError, match="dialect"):
         sessionturn.render("x", dialect="html")
     assert sessionturn.escape_markdown("*x*") == "\\*x\\*"
+    text = "**not bold** <b>\n\n" + "word " * 60
+    chunks = sessionturn.split(text, 100, "code_points")
+    assert len(chunks) > 2 and chunks[0].startswith("**not bold** <b>")
+    assert all(sessionturn.measure(c, "code_points") <= 100 for c in chunks)
+    assert "".join(c.rsplit("\n(", 1)[0] for c in chunks).replace(" ", "").replace("\n", "") == \
+        text.replace(" ", "").replace("\n", "")
+    with pytest.raises(sessionturn.InvalidArgumentError, match="max_length 10"):
+        sessionturn.split("x", 10)
 
 
 def test_bad_options_are_named(state):

@@ -285,3 +285,40 @@ TEST_CASE("lists and quotes keep their prefixes across parts", "[render][split]"
   REQUIRE(quote.size() > 2);
   for (const auto& p : quote) CHECK(p.rfind("> ", 0) == 0);  // a quote cut mid-line stays quoted
 }
+
+TEST_CASE("SplitText cuts plain text at paragraphs, lines and words and keeps every character", "[render][split]") {
+  // Markdown characters are text here: nothing is parsed or escaped.
+  std::string text = "# not a heading *not bold* <b>&amp;\n\n";
+  for (int i = 0; i < 40; ++i) text += "line " + std::to_string(i) + " \xF0\x9F\x98\x80 ü words\n";
+  text += "\n" + std::string(300, 'x');  // one word longer than a part
+  for (LengthUnit unit : {LengthUnit::bytes, LengthUnit::code_points, LengthUnit::utf16}) {
+    auto parts = SplitText(text, 100, unit);
+    REQUIRE(parts);
+    REQUIRE(parts->size() > 5);
+    std::string joined;
+    for (std::size_t i = 0; i < parts->size(); ++i) {
+      const std::string& p = (*parts)[i];
+      INFO(p);
+      CHECK(MeasureLength(p, unit) <= 100);
+      CHECK(ValidUtf8(p));
+      const std::string label = "\n(" + std::to_string(i + 1) + "/" + std::to_string(parts->size()) + ")";
+      REQUIRE(p.size() >= label.size());
+      CHECK(p.substr(p.size() - label.size()) == label);
+      joined += p.substr(0, p.size() - label.size());
+    }
+    CHECK(testing_render::WithoutWhitespace(joined) == testing_render::WithoutWhitespace(text));
+    CHECK((*parts)[0].rfind("# not a heading *not bold* <b>&amp;", 0) == 0);  // the first paragraph, verbatim
+  }
+  auto one = SplitText("short  text\n\nkept as is", 100, LengthUnit::utf16);
+  REQUIRE(one);
+  REQUIRE(one->size() == 1);
+  CHECK((*one)[0] == "short  text\n\nkept as is");
+
+  auto bad = SplitText("x", 10, LengthUnit::utf16);
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().code == Errc::invalid_argument);
+  CHECK(bad.error().message.find("max_length 10") != std::string::npos);
+  auto invalid = SplitText("a\xFF" "b", 100, LengthUnit::bytes, false);
+  REQUIRE(invalid);
+  CHECK((*invalid)[0] == "a\xEF\xBF\xBD" "b");
+}

@@ -6,7 +6,7 @@ A thin facade over the compiled ``_sessionturn`` module (the C++ library):
   asyncio); ``LocalRuntime`` runs one in-process for tests; ``SessionClient`` reads Kelos Sessions in a cluster.
 - ``LocalBackend`` / ``KubernetesBackend`` hold Sessions; ``Router`` turns chat threads into conversations with
   them through a ``ChatAdapter`` the bot implements in Python (``async def post/edit``).
-- ``session_name``, ``envelope``, ``render``, ``measure``: the router's pure helpers.
+- ``session_name``, ``envelope``, ``render``, ``split``, ``measure``: the router's pure helpers.
 
 Blocking calls release the GIL. Errors are ``sessionturn.Error`` subclasses mapped from the C++ Errc.
 """
@@ -67,6 +67,7 @@ from ._router import (
     measure,
     render,
     session_name,
+    split,
 )
 
 __version__ = "0.2.0"
@@ -80,4 +81,5 @@ __all__ = [
     "RouterConfig", "Session", "SessionBackend", "SessionClient", "ThreadMessage", "ThreadRef", "TimeoutError",
     "TooLargeError", "TurnHandle", "TurnRef", "TurnResult", "TurnStream", "UnauthorizedError", "UnavailableError",
     "WouldBlockError", "default_context", "envelope", "escape_markdown", "measure", "render", "session_name",
+    "split",
 ]

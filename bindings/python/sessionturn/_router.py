@@ -473,5 +473,6 @@ def _on_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
 session_name = _st.session_name
 envelope = _st.envelope
 render = _st.render
+split = _st.split
 measure = _st.measure
 escape_markdown = _st.escape_markdown

@@ -25,6 +25,7 @@
 
 #include "common.hpp"
 #include "context_gate.hpp"
+#include "foreign_call.hpp"
 #include "sessionturn/backend.hpp"
 #include "sessionturn/kube.hpp"
 #include "sessionturn/render.hpp"
@@ -283,48 +284,9 @@ class PyChatAdapter final : public st::ChatAdapter {
   template <typename T>
   void Call(const char* method, const std::function<py::tuple()>& args,
             std::function<st::Result<T>(const py::handle&)> convert, std::function<void(st::Result<T>)> handler) {
-    // The watchdog's asio objects belong to its own wait handler only (so to the Context's event loop):
-    // Python, which may keep `Once` after the Context is gone, never owns one.
-    struct Watchdog {
-      asio::strand<asio::io_context::executor_type> strand;
-      asio::steady_timer timer;
-      explicit Watchdog(asio::io_context& io) : strand(asio::make_strand(io)), timer(strand) {}
-    };
-    struct Once {
-      std::atomic<bool> fired{false};
-      std::function<void(st::Result<T>)> handler;
-      std::shared_ptr<st::detail::ContextGate> gate;  // outlives the Context
-      std::weak_ptr<Watchdog> watchdog;
-      ~Once() {
-        // Never fired and the Context is gone: its handler holds the router's objects, whose destruction
-        // needs the event loop. Leaked on purpose.
-        if (handler && !gate->Post([] {})) new std::function<void(st::Result<T>)>(std::move(handler));
-      }
-      // The handler runs on a Context worker, and only while the Context runs (it posts to its strands).
-      static void Fire(const std::shared_ptr<Once>& self, st::Result<T> r) {
-        if (self->fired.exchange(true)) return;
-        auto run = [w = self->watchdog, h = std::move(self->handler), r = std::move(r)]() mutable {
-          if (auto d = w.lock()) asio::post(d->strand, [d] { d->timer.cancel(); });
-          h(std::move(r));
-        };
-        auto boxed = std::make_shared<decltype(run)>(std::move(run));
-        if (!self->gate->Post([boxed] { (*boxed)(); })) new std::shared_ptr<decltype(run)>(boxed);  // see ~Once
-      }
-    };
-    auto once = std::make_shared<Once>();
-    once->handler = std::move(handler);
-    once->gate = st::detail::GateOf(ctx_);
     const std::string name = method;
-    auto watchdog = std::make_shared<Watchdog>(ctx_.io());
-    once->watchdog = watchdog;
-    watchdog->timer.expires_after(timeout_);
-    // The wait holds `once`: a call Python never answers (its loop stopped, the future dropped) still ends.
-    watchdog->timer.async_wait([watchdog, once, name, timeout = timeout_](const asio::error_code& ec) {
-      if (ec) return;
-      Once::Fire(once, st::Fail(st::Errc::timeout, "the adapter's " + name + " did not complete within " +
-                                                      std::to_string(timeout.count() / 1000) +
-                                                      " s (is its asyncio loop running?)"));
-    });
+    auto once = st::detail::ForeignCall<T>::Start(ctx_, "the adapter's " + name, timeout_, std::move(handler),
+                                                  "is its asyncio loop running?");
     st::Result<T> immediate = st::Fail(st::Errc::internal, "unset");
     bool failed_now = false;
     {
@@ -340,7 +302,7 @@ class PyChatAdapter final : public st::ChatAdapter {
             r = st::Fail(st::Errc::failed, std::string("the adapter's answer could not be read: ") + e.what());
           }
           py::gil_scoped_release release;
-          Once::Fire(once, std::move(r));
+          once->Complete(std::move(r));
         });
         py::tuple a = args();
         py::list call_args;
@@ -356,7 +318,7 @@ class PyChatAdapter final : public st::ChatAdapter {
         failed_now = true;
       }
     }
-    if (failed_now) Once::Fire(once, std::move(immediate));
+    if (failed_now) once->Complete(std::move(immediate));
   }
 
   st::Context& ctx_;
@@ -784,6 +746,15 @@ void sessionturn::python::RegisterRouter(py::module_& m) {
   m.def("render", &Render, py::arg("markdown"), py::arg("dialect") = "plain", py::arg("max_length") = 4096,
         py::arg("unit") = "utf16", py::arg("soft_length") = 0, py::arg("label_parts") = true,
         "Markdown rendered in a chat dialect and split into parts within max_length (docs/rendering.md).");
+  m.def(
+      "split",
+      [](const std::string& text, std::size_t limit, const std::string& unit, bool label_parts) {
+        auto parts = st::SplitText(text, limit, ParseUnit(unit), label_parts);
+        if (!parts) Raise(parts.error());
+        return *parts;
+      },
+      py::arg("text"), py::arg("limit") = 4096, py::arg("unit") = "utf16", py::arg("label_parts") = true,
+      "Plain text (no Markdown) split into parts of at most limit units, at paragraph, line, then word boundaries.");
   m.def(
       "measure", [](const std::string& text, const std::string& unit) { return st::MeasureLength(text, ParseUnit(unit)); },
       py::arg("text"), py::arg("unit") = "utf16", "The length of text in a platform's unit.");
