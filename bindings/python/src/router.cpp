@@ -482,11 +482,21 @@ bool WaitInterruptibly(std::mutex& mu, std::condition_variable& cv, Pred ready, 
 }
 
 // The Router with the adapter it calls: destroyed together, router first, never with the GIL held.
+// The Router waits (up to 5 s) for its strand to tear down; past that, or on a worker, work still queued
+// may reach the adapter later, so the adapter object is left alive rather than freed under it.
 struct LiveRouter {
+  st::Context* context = nullptr;
   std::unique_ptr<st::ChatAdapter> adapter;
   std::unique_ptr<st::Router> router;
   ~LiveRouter() {
+    const auto start = std::chrono::steady_clock::now();
+    const bool on_worker = context && context->InWorkerThread();
     router.reset();
+    if (on_worker || std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(4900)) {
+      if (context) context->Log(st::LogLevel::warning, "the router's teardown did not finish; its adapter is kept");
+      (void)adapter.release();
+      return;
+    }
     adapter.reset();
   }
 };
@@ -516,6 +526,7 @@ class PyRouter {
       : backend_(std::move(backend)) {
     PyBackend& b = backend_.cast<PyBackend&>();
     auto live = std::make_shared<LiveRouter>();
+    live->context = &b.context();
     if (py::isinstance<ImmediateAdapterMarker>(bridge))
       live->adapter = std::make_unique<ImmediateAdapter>(b.context(), CapabilitiesFrom(capabilities));
     else
