@@ -257,7 +257,8 @@ typedef struct st_turn_options {
   /* version >= 2 */
   st_turn_accepted_fn on_accepted; /* NULL or called once with the turn's place in the journal (with
                                       `payload`); never called by st_driver_attach_turn */
-  /* version >= 3: the reconnect policy (used when `reconnect` is nonzero); <= 0 takes the default */
+  /* version >= 3 (each <= 0 takes the default): the reconnect policy, used when `reconnect` is nonzero,
+   * the handshake bound of every connection (the first too), and the abandon grace */
   int reconnect_max_attempts;            /* consecutive failed attempts before ST_E_CONNECTION_LOST; 5 */
   int64_t reconnect_initial_backoff_ms;  /* doubled after each failed attempt; 100 */
   int64_t reconnect_max_backoff_ms;      /* 5000 */
@@ -288,8 +289,8 @@ ST_API const char *st_turn_result_request_id(const st_turn_result *result);
 ST_API int64_t st_turn_result_last_event_id(const st_turn_result *result);
 ST_API const char *st_turn_result_journal_id(const st_turn_result *result);
 /* Milliseconds from the call to the runtime accepting the prompt, to the turn starting, to its end;
- * -1 when that never happened (a turn that failed before it was accepted), ST_E_INVALID_ARGUMENT
- * (negative) for a NULL result. */
+ * -1 when that never happened (a turn that failed before it was accepted); INT64_MIN for a NULL
+ * result (the last error says so). */
 ST_API int64_t st_turn_result_time_to_accepted_ms(const st_turn_result *result);
 ST_API int64_t st_turn_result_time_to_started_ms(const st_turn_result *result);
 ST_API int64_t st_turn_result_time_to_completed_ms(const st_turn_result *result);
@@ -334,7 +335,8 @@ ST_API st_status st_driver_interrupt(st_driver *driver, int64_t timeout_ms);
 typedef void (*st_done_fn)(st_status status, const char *message, void *payload);
 
 /* st_driver_interrupt without blocking: ST_OK means `done` will be called exactly once (an error
- * return: never). Any thread, also a callback. */
+ * return: never), within timeout_ms, also after st_driver_free (the request is not the driver's: keep
+ * `payload` until `done` ran); never when the context is freed first. Any thread, also a callback. */
 ST_API st_status st_driver_interrupt_async(st_driver *driver, int64_t timeout_ms, st_done_fn done, void *payload);
 
 /* Answers / declines an open question by its input id (an st_event "input.requested" seen by a watch,
@@ -509,12 +511,12 @@ enum { ST_DIALECT_PLAIN = 0, ST_DIALECT_TELEGRAM_HTML = 1, ST_DIALECT_SLACK_MRKD
 #define ST_CAPABILITIES_VERSION 1
 typedef struct st_capabilities {
   unsigned int version;
-  size_t max_length;        /* one message's limit in `unit`, >= 64 */
+  size_t max_length;        /* one message's limit in `unit`, >= 32 */
   int unit;                 /* ST_UNIT_* */
-  size_t soft_length;       /* preferred part length; 0: max_length */
+  size_t soft_length;       /* preferred part length; 0: max_length, else >= 32 */
   int dialect;              /* ST_DIALECT_* */
   int edits_per_interval;   /* edits the platform accepts per chat per interval, >= 1 */
-  int64_t edit_interval_ms;
+  int64_t edit_interval_ms;  /* >= 0; 0: no pacing */
   int buttons;              /* nonzero: messages can carry buttons */
   size_t button_data_limit; /* bytes */
   int threads;              /* nonzero: messages can be in threads */
@@ -557,7 +559,8 @@ typedef struct st_adapter {
   /* Shows "typing..."; NULL when the platform has none. */
   void (*typing)(const st_thread_ref *where, st_completion *done, void *userdata);
   /* Fills `capabilities` (initialised with ST_CAPABILITIES_INIT); called once, in st_router_new.
-   * NULL: the defaults (plain text, 4096 UTF-16 units, no buttons, no threads). */
+   * Write only the fields that capabilities->version declares (a library older than your header has a
+   * shorter struct). NULL: the defaults (plain text, 4096 UTF-16 units, no buttons, no threads). */
   void (*capabilities)(st_capabilities *capabilities, void *userdata);
   void *userdata;
 } st_adapter;
@@ -600,7 +603,8 @@ typedef struct st_router_options {
   const char *owner_uid;      /* names the bot in Session names; NULL: "" */
   const st_route *routes;     /* at least one; the first that matches a message handles it */
   size_t route_count;
-  const char *store_path;     /* the SQLite store; NULL: <state dir>/router.db */
+  const char *store_path;     /* the SQLite store; NULL: $XDG_STATE_HOME/sessionturn/router.db (else
+                                 ~/.local/state/...), whatever the backend's state_dir: set it per bot */
   size_t max_queued;          /* waiting turns per Session; 8 */
   size_t max_in_flight;       /* turns running across Sessions; 64 */
   int64_t progress_interval_ms;  /* 1000 */
@@ -732,8 +736,9 @@ typedef struct st_router_stats {
 ST_API st_status st_router_stats_get(const st_router *router, st_router_stats *stats);
 
 /* Destroys the router (waiting up to 5 s for work on its strand) and releases its store. After it
- * returns no adapter callback starts; completions still out are accepted and ignored. Not from a
- * callback. NULL is a no-op. */
+ * returns no adapter callback starts or runs; completions still out are accepted and ignored. A
+ * disposition `done` or an `ack` already on its way may still run (keep their payloads until they
+ * did). Not from a callback. NULL is a no-op. */
 ST_API void st_router_free(st_router *router);
 
 /* ---- Helpers (pure, any thread) -------------------------------------------------------------------- */
@@ -753,7 +758,7 @@ ST_API void st_parts_free(st_parts *parts);
 typedef struct st_render_options {
   unsigned int version; /* ST_RENDER_OPTIONS_VERSION */
   int dialect;          /* ST_DIALECT_* */
-  size_t max_length;    /* each part's limit in `unit`, label included; >= 64 */
+  size_t max_length;    /* each part's limit in `unit`, label included; >= 32 */
   int unit;             /* ST_UNIT_* */
   size_t soft_length;   /* preferred part length; 0: max_length */
   int label_parts;      /* nonzero: "(i/N)" on each part when there are several */
@@ -763,8 +768,9 @@ typedef struct st_render_options {
 /* GitHub-flavoured Markdown rendered in a dialect and split into parts within max_length, as the router
  * sends replies (docs/rendering.md). `options` may be NULL (plain, 4096 UTF-16 units). */
 ST_API st_status st_render(st_parts **out, const char *markdown, const st_render_options *options);
-/* Plain text (no Markdown) split into parts of at most `limit` units, at paragraph, then line, then
- * word boundaries, never inside a UTF-8 sequence; labelled "(i/N)" when label_parts is nonzero. */
+/* Plain text (no Markdown) split into parts of at most `limit` (>= 32) units, at paragraph, then line,
+ * then word boundaries, never inside a UTF-8 sequence; labelled "(i/N)" when label_parts is nonzero.
+ * The whitespace at a cut goes, and so does whitespace that would start a part (the text's too). */
 ST_API st_status st_split(st_parts **out, const char *text, size_t limit, int unit, int label_parts);
 
 /* ---- Local runtime (testing) ------------------------------------------------------------------- */

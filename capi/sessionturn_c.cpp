@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -473,15 +474,15 @@ int64_t MillisOr(const std::optional<std::chrono::milliseconds>& d) { return d ?
 }  // namespace
 
 ST_API int64_t st_turn_result_time_to_accepted_ms(const st_turn_result* result) {
-  return ResultField("st_turn_result_time_to_accepted_ms", result, static_cast<int64_t>(ST_E_INVALID_ARGUMENT),
+  return ResultField("st_turn_result_time_to_accepted_ms", result, std::numeric_limits<int64_t>::min(),
                      [](const st::TurnResult& r) { return MillisOr(r.time_to_accepted); });
 }
 ST_API int64_t st_turn_result_time_to_started_ms(const st_turn_result* result) {
-  return ResultField("st_turn_result_time_to_started_ms", result, static_cast<int64_t>(ST_E_INVALID_ARGUMENT),
+  return ResultField("st_turn_result_time_to_started_ms", result, std::numeric_limits<int64_t>::min(),
                      [](const st::TurnResult& r) { return MillisOr(r.time_to_started); });
 }
 ST_API int64_t st_turn_result_time_to_completed_ms(const st_turn_result* result) {
-  return ResultField("st_turn_result_time_to_completed_ms", result, static_cast<int64_t>(ST_E_INVALID_ARGUMENT),
+  return ResultField("st_turn_result_time_to_completed_ms", result, std::numeric_limits<int64_t>::min(),
                      [](const st::TurnResult& r) { return MillisOr(r.time_to_completed); });
 }
 ST_API void st_turn_result_free(st_turn_result* result) {

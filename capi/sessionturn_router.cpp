@@ -319,6 +319,9 @@ st::Result<st::ChatCapabilities> CapabilitiesFrom(const st_adapter& adapter) {
   if (!unit) return st::Fail(unit.error());
   auto dialect = MarkupDialectFrom(c.dialect, "st_capabilities.dialect");
   if (!dialect) return st::Fail(dialect.error());
+  if (c.soft_length != 0 && c.soft_length < st::kMinPartLength)
+    return st::Fail(InvalidArgument("st_capabilities.soft_length is " + std::to_string(c.soft_length) +
+                                    "; 0 (none) or at least " + std::to_string(st::kMinPartLength)));
   if (c.max_length < st::kMinPartLength)
     return st::Fail(InvalidArgument("st_capabilities.max_length is " + std::to_string(c.max_length) +
                                     "; a part needs at least " + std::to_string(st::kMinPartLength)));
@@ -330,7 +333,10 @@ st::Result<st::ChatCapabilities> CapabilitiesFrom(const st_adapter& adapter) {
   caps.soft_length = c.soft_length;
   caps.dialect = *dialect;
   caps.edits_per_interval = c.edits_per_interval;
-  caps.edit_interval = OrDefault(c.edit_interval_ms, caps.edit_interval);
+  if (c.edit_interval_ms < 0)
+    return st::Fail(InvalidArgument("st_capabilities.edit_interval_ms must not be negative, got " +
+                                    std::to_string(c.edit_interval_ms)));
+  caps.edit_interval = std::chrono::milliseconds(c.edit_interval_ms);  // 0: no pacing
   caps.buttons = c.buttons != 0;
   caps.button_data_limit = c.button_data_limit;
   caps.threads = c.threads != 0;
@@ -580,8 +586,9 @@ ST_API void st_router_free(st_router* router) {
     // queued may reach the adapter later, so the adapter object is left alive (its callbacks closed).
     const auto start = std::chrono::steady_clock::now();
     const bool on_worker = context->InWorkerThread();
-    own->router.reset();
+    // Closed first: a callback running now finishes before the router goes, and later calls fail at once.
     own->adapter->Close();
+    own->router.reset();
     if (on_worker || std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(4900)) {
       context->Log(st::LogLevel::warning, "st_router_free: the router's teardown did not finish; its adapter object is "
                                           "kept (callbacks closed) so late work cannot reach freed memory");

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -63,8 +64,14 @@ class ForeignCall {
       if (auto d = w.lock()) asio::post(d->strand, [d] { d->timer.cancel(); });
       h(std::move(r));
     };
-    auto boxed = std::make_shared<decltype(run)>(std::move(run));
-    if (!gate_->Post([boxed] { (*boxed)(); })) new std::shared_ptr<decltype(run)>(boxed);  // see ~ForeignCall
+    // The handler (and what it holds: the router's state) is destroyed where it ran, on the worker, never
+    // on the completing thread, which may hold the last reference after the post.
+    auto boxed = std::make_shared<std::optional<decltype(run)>>(std::move(run));
+    if (!gate_->Post([boxed] {
+          (**boxed)();
+          boxed->reset();
+        }))
+      new std::shared_ptr<std::optional<decltype(run)>>(boxed);  // see ~ForeignCall
     return true;
   }
 

@@ -77,6 +77,10 @@ Status CheckOptions(const RouterOptions& o, const ChatCapabilities& caps) {
                                             " is below the smallest part the router can send (" +
                                             std::to_string(kMinPartLength) + ")");
   }
+  if (caps.soft_length != 0 && caps.soft_length < kMinPartLength) {
+    return Fail(Errc::invalid_argument, "the adapter's soft_length " + std::to_string(caps.soft_length) +
+                                            " must be 0 (none) or at least " + std::to_string(kMinPartLength));
+  }
   if (caps.edits_per_interval < 1 || caps.edit_interval.count() < 0) {
     return Fail(Errc::invalid_argument, "the adapter's edit rate must be at least one edit per interval");
   }

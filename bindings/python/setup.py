@@ -40,7 +40,9 @@ class CMakeBuild(build_ext):
             "-DCMAKE_BUILD_TYPE=Release",
             "-DSESSIONTURN_BUILD_PYTHON=ON",
             "-DSESSIONTURN_BUILD_TESTS=OFF",
-            "-DSESSIONTURN_BUILD_EXAMPLES=OFF",
+            # The examples' bridge libraries go into the module (python -m sessionturn.telegram); only what
+            # _sessionturn needs is built.
+            "-DSESSIONTURN_BUILD_EXAMPLES=ON",
             "-DPYTHON_EXECUTABLE=" + sys.executable,
         ]
         try:

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "sessionturn.h"
 
@@ -86,6 +87,7 @@ int main(int argc, char **argv) {
   st_router_options ro = ST_ROUTER_OPTIONS_INIT;
   st_route route = ST_ROUTE_INIT;
   st_adapter adapter = {ST_ADAPTER_VERSION, post, edit, NULL, capabilities, NULL};
+  const time_t start = time(NULL);
 
   for (i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--provider") == 0 && i + 1 < argc) provider = argv[++i];
@@ -120,7 +122,8 @@ int main(int argc, char **argv) {
     st_inbound_message m = ST_INBOUND_MESSAGE_INIT;
     line[strcspn(line, "\n")] = '\0';
     if (line[0] == '\0') continue;
-    snprintf(id, sizeof id, "line-%d", ++n);
+    /* The router dedupes by message id across restarts (its store): ids unique to this run. */
+    snprintf(id, sizeof id, "%ld-%ld-%d", (long)start, (long)getpid(), ++n);
     m.platform = "terminal";
     m.chat = "stdin";
     m.message_id = id;

@@ -4,6 +4,7 @@
 #include <openssl/sha.h>
 
 #include <charconv>
+#include <future>
 
 #include "chat/telegram_impl.hpp"
 #include "chat/telegram_wire.hpp"
@@ -221,12 +222,21 @@ void TelegramAdapter::StartPolling(Router& router, std::function<void(Error)> on
 }
 
 void TelegramAdapter::StopPolling() {
-  asio::post(impl_->strand, [self = impl_] {
+  auto stopped = std::make_shared<std::promise<void>>();
+  auto done = stopped->get_future();
+  asio::post(impl_->strand, [self = impl_, stopped] {
     self->polling = false;
     self->poll_ok = false;
     self->poll_call.Cancel();  // the updates it would fetch stay unconfirmed: the next start gets them
     if (self->poll_timer) self->poll_timer->cancel();
+    stopped->set_value();
   });
+  // Every use of the router on the strand checks `polling` first: once this ran, no update reaches the
+  // router any more (so it may be destroyed next). A stopped Context runs nothing, and waiting would hang.
+  if (impl_->context.InWorkerThread()) return;
+  while (done.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
+    if (impl_->context.Stopped()) return;
+  }
 }
 
 bool TelegramAdapter::Polling() const noexcept {

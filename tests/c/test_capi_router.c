@@ -490,6 +490,11 @@ static void tiny_capabilities(st_capabilities *caps, void *userdata) {
   caps->max_length = 10;
 }
 
+static void soft_capabilities(st_capabilities *caps, void *userdata) {
+  (void)userdata;
+  caps->soft_length = 10;
+}
+
 static void test_bad_options_are_named(void) {
   char dir[] = "/tmp/st_capi_router_XXXXXX";
   char store[300];
@@ -560,6 +565,9 @@ static void test_bad_options_are_named(void) {
   adapter.capabilities = tiny_capabilities;
   CHECK(st_router_new(&router, backend, &adapter, &ro) == ST_E_INVALID_ARGUMENT);
   CHECK(strstr(st_last_error(), "st_capabilities.max_length is 10") != NULL);
+  adapter.capabilities = soft_capabilities;
+  CHECK(st_router_new(&router, backend, &adapter, &ro) == ST_E_INVALID_ARGUMENT);
+  CHECK(strstr(st_last_error(), "st_capabilities.soft_length is 10") != NULL);
   adapter.capabilities = NULL;
   REQUIRE(st_router_new(&router, backend, &adapter, &ro) == ST_OK);
 

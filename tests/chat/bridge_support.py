@@ -18,6 +18,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.path.dirname(os.path.dirname(HERE))
 BINARY_DIR = os.environ.get("SESSIONTURN_BINARY_DIR", "/work/main/build-me")
 BRIDGE = os.path.join(BINARY_DIR, "examples", "telegram-bridge", "sessionturn-telegram")
+# The bridge's command line: the program, or what SESSIONTURN_BRIDGE_COMMAND says instead (the same code run
+# as "/usr/bin/python3 -m sessionturn.telegram" by the Python package; space-separated).
+BRIDGE_COMMAND = os.environ.get("SESSIONTURN_BRIDGE_COMMAND", "").split() or [BRIDGE]
 RUNTIME = os.path.join(BINARY_DIR, "sessionturn-local-runtime")
 FAKE = os.path.join(SOURCE_DIR, "tests", "fakes", "telegram_api.py")
 SCRIPTS = os.path.join(HERE, "scripts")
@@ -215,8 +218,9 @@ class BridgeProcess:
 
 
 def common_argv(program, api_url, state_dir, listen, provider, extra):
-    """The flags every bridge test passes: the fake's API, the state dir, the local runtime, debug logs."""
-    argv = [program]
+    """The flags every bridge test passes: the fake's API, the state dir, the local runtime, debug logs.
+    program: the program's path, or its command line as a list."""
+    argv = list(program) if isinstance(program, (list, tuple)) else [program]
     if api_url:
         argv += ["--api-url", api_url]
     argv += ["--state-dir", state_dir, "--runtime-program", RUNTIME, "--log-level", "debug"]
@@ -239,7 +243,7 @@ class Bridge(BridgeProcess):
         if token is not None:
             full_env["TELEGRAM_BOT_TOKEN"] = token
         full_env.update(env or {})
-        argv = common_argv(BRIDGE, fake_url, self.state_dir, listen, provider, extra)
+        argv = common_argv(BRIDGE_COMMAND, fake_url, self.state_dir, listen, provider, extra)
         super().__init__(root, "bridge", argv, full_env,
                          r"^ready: telegram bot @\S+, backend .*?(?:, listening (\S+))?$", wait_ready)
 

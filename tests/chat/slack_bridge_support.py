@@ -12,6 +12,8 @@ from bridge_support import (BINARY_DIR, SOURCE_DIR, BridgeCase, BridgeProcess, c
                             kill_runtimes, request, stop_process, wait_past_progress)
 
 BRIDGE = os.path.join(BINARY_DIR, "examples", "slack-bridge", "sessionturn-slack")
+# As in bridge_support: the same code run by the Python package when SESSIONTURN_BRIDGE_COMMAND says so.
+BRIDGE_COMMAND = os.environ.get("SESSIONTURN_BRIDGE_COMMAND", "").split() or [BRIDGE]
 FAKE = os.path.join(SOURCE_DIR, "tests", "fakes", "slack_api.py")
 BOT_TOKEN = "xoxb-1-TEST-BOT-TOKEN"
 APP_TOKEN = "xapp-1-TEST-APP-TOKEN"
@@ -128,7 +130,7 @@ class SlackBridge(BridgeProcess):
                 full_env.pop(k, None)
             else:
                 full_env[k] = v
-        argv = common_argv(BRIDGE, api_url, self.state_dir, listen, provider, ["--mode", mode, *extra])
+        argv = common_argv(BRIDGE_COMMAND, api_url, self.state_dir, listen, provider, ["--mode", mode, *extra])
         super().__init__(root, "slack-bridge", argv, full_env,
                          r"^ready: slack bot @\S+ \(.*?\), .*?(?:, listening (\S+))?$", wait_ready)
 

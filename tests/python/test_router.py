@@ -332,6 +332,9 @@ def test_bad_options_are_named(state):
         sessionturn.Router(backend, adapter, owner_uid="o", store_path=os.path.join(state, "r.db"), answerers="me")
     with pytest.raises(TypeError):
         sessionturn.Router(backend, adapter, colour="red")
+    with pytest.raises(sessionturn.InvalidArgumentError, match="soft_length 10 must be 0"):
+        sessionturn.Router(backend, RecordingAdapter(sessionturn.ChatCapabilities(soft_length=10)), owner_uid="o",
+                           store_path=os.path.join(state, "r.db"))
     with pytest.raises(sessionturn.InvalidArgumentError, match="provider"):
         sessionturn.LocalBackend(os.path.join(state, "s2"), provider="nonsense")
 

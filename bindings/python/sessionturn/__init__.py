@@ -5,7 +5,9 @@ A thin facade over the compiled ``_sessionturn`` module (the C++ library):
 - ``Driver`` talks to one Session runtime (``submit_turn``, ``events``, ``interrupt``; ``submit_turn_async`` in
   asyncio); ``LocalRuntime`` runs one in-process for tests; ``SessionClient`` reads Kelos Sessions in a cluster.
 - ``LocalBackend`` / ``KubernetesBackend`` hold Sessions; ``Router`` turns chat threads into conversations with
-  them through a ``ChatAdapter`` the bot implements in Python (``async def post/edit``).
+  them through a ``ChatAdapter`` the bot implements in Python (``async def post/edit``), or the built-in
+  ``TelegramAdapter`` / ``SlackAdapter``.
+- ``python -m sessionturn.telegram`` / ``python -m sessionturn.slack``: the two bridge programs, same flags.
 - ``session_name``, ``envelope``, ``render``, ``split``, ``measure``: the router's pure helpers.
 
 Blocking calls release the GIL. Errors are ``sessionturn.Error`` subclasses mapped from the C++ Errc.
@@ -59,6 +61,8 @@ from ._router import (
     Router,
     RouterConfig,
     SessionBackend,
+    SlackAdapter,
+    TelegramAdapter,
     ThreadMessage,
     ThreadRef,
     default_context,
@@ -78,7 +82,8 @@ __all__ = [
     "FailedError", "ForbiddenError", "InboundAction", "InboundMessage", "InternalError", "InvalidArgumentError",
     "IoError", "KubernetesBackend", "LocalBackend", "LocalRuntime", "NotFoundError", "OutboundMessage",
     "PlatformError", "ProtocolError", "Question", "QuestionRequest", "RejectedError", "Responder", "Route", "Router",
-    "RouterConfig", "Session", "SessionBackend", "SessionClient", "ThreadMessage", "ThreadRef", "TimeoutError",
+    "RouterConfig", "Session", "SessionBackend", "SessionClient", "SlackAdapter", "TelegramAdapter", "ThreadMessage",
+    "ThreadRef", "TimeoutError",
     "TooLargeError", "TurnHandle", "TurnRef", "TurnResult", "TurnStream", "UnauthorizedError", "UnavailableError",
     "WouldBlockError", "default_context", "envelope", "escape_markdown", "measure", "render", "session_name",
     "split",

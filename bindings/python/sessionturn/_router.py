@@ -15,7 +15,7 @@ import dataclasses
 import inspect
 import threading
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _sessionturn as _st
 from ._driver import _settler
@@ -352,7 +352,8 @@ class Router:
     running turn that the bot is restarting and leaves the turns running: the next start delivers their replies.
     """
 
-    def __init__(self, backend: SessionBackend, adapter: ChatAdapter, config: Optional[RouterConfig] = None, *,
+    def __init__(self, backend: SessionBackend, adapter: Union[ChatAdapter, TelegramAdapter, SlackAdapter],
+                 config: Optional[RouterConfig] = None, *,
                  loop: Optional[asyncio.AbstractEventLoop] = None, adapter_timeout: float = 60.0, **options: Any):
         if config is None:
             config = RouterConfig(**options)
@@ -369,8 +370,11 @@ class Router:
         self.config = config
         self.adapter = adapter
         try:
-            self._impl = _st._Router(backend, _AdapterBridge(adapter, loop), adapter.capabilities(), config,
-                                     adapter_timeout)
+            if isinstance(adapter, _st._NativeAdapter):  # TelegramAdapter, SlackAdapter: C++ all the way
+                self._impl = _st._Router(backend, adapter, None, config, adapter_timeout)
+            else:
+                self._impl = _st._Router(backend, _AdapterBridge(adapter, loop), adapter.capabilities(), config,
+                                         adapter_timeout)
         except BaseException:
             if self._own_loop is not None:
                 self._own_loop.stop()
@@ -469,6 +473,11 @@ def _on_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
     except RuntimeError:
         return False
 
+
+# The built-in platforms (C++): hand one to a Router, then start its inbound side with the router
+# (TelegramAdapter.start_polling / handle_webhook, SlackAdapter.start_socket_mode / handle_events).
+TelegramAdapter = _st.TelegramAdapter
+SlackAdapter = _st.SlackAdapter
 
 session_name = _st.session_name
 envelope = _st.envelope

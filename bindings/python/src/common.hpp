@@ -13,6 +13,7 @@
 #include "sessionturn/connection.hpp"
 #include "sessionturn/context.hpp"
 #include "sessionturn/error.hpp"
+#include "sessionturn/router.hpp"
 
 namespace sessionturn::python {
 
@@ -71,10 +72,28 @@ py::object ContextOrDefault(py::object context);
 py::object NewDriver(const std::function<std::shared_ptr<Connector>(Context&)>& make, std::string describe,
                      py::object context = py::none());
 
+// A chat adapter implemented in C++ (the built-in TelegramAdapter, SlackAdapter; chat.cpp) given to a
+// Python Router instead of an adapter written in Python.
+class NativeAdapter {
+ public:
+  virtual ~NativeAdapter() = default;
+  virtual std::shared_ptr<ChatAdapter> Shared() = 0;
+  virtual Context& GetContext() = 0;
+};
+
+// The C++ Router of a Python `_Router` (router.cpp) for a native adapter's inbound side: `stop` runs,
+// without the GIL, when the router closes and before it is destroyed (so no delivery reaches a router
+// that is gone). TypeError for something else; UnavailableError once closed; ValueError when the
+// router does not drive this adapter.
+Router& AttachInbound(py::handle router, NativeAdapter& adapter, std::function<void()> stop);
+// The same for one request (a webhook): the router must outlive the call, which the caller ensures.
+Router& RouterOf(py::handle router);
+
 // Each defines its part of the module (errors.cpp, local_runtime.cpp, kube.cpp).
 void RegisterErrors(py::module_& m);
 void RegisterLocalRuntime(py::module_& m);
 void RegisterKube(py::module_& m);
 void RegisterRouter(py::module_& m);  // router.cpp: Context, backends, Router, helpers
+void RegisterChat(py::module_& m);    // chat.cpp: TelegramAdapter, SlackAdapter, the bridge programs
 
 }  // namespace sessionturn::python

@@ -690,6 +690,7 @@ PYBIND11_MODULE(_sessionturn, m) {
   m.doc() = "sessionturn C++ bindings (use the `sessionturn` package)";
   sessionturn::python::RegisterErrors(m);
   sessionturn::python::RegisterRouter(m);
+  sessionturn::python::RegisterChat(m);
   m.attr("DEFAULT_MAX_BUFFERED_BYTES") = static_cast<std::int64_t>(kDefaultMaxBufferedBytes);
 
   py::class_<PyEvent>(m, "Event", "One event of a turn or a watch.")

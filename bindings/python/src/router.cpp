@@ -487,6 +487,7 @@ bool WaitInterruptibly(std::mutex& mu, std::condition_variable& cv, Pred ready, 
 struct LiveRouter {
   st::Context* context = nullptr;
   std::unique_ptr<st::ChatAdapter> adapter;
+  std::shared_ptr<st::ChatAdapter> native;  // a built-in adapter (chat.cpp), shared with its Python object
   std::unique_ptr<st::Router> router;
   ~LiveRouter() {
     const auto start = std::chrono::steady_clock::now();
@@ -495,9 +496,11 @@ struct LiveRouter {
     if (on_worker || std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(4900)) {
       if (context) context->Log(st::LogLevel::warning, "the router's teardown did not finish; its adapter is kept");
       (void)adapter.release();
+      if (native) new std::shared_ptr<st::ChatAdapter>(std::move(native));
       return;
     }
     adapter.reset();
+    native.reset();
   }
 };
 
@@ -527,16 +530,25 @@ class PyRouter {
     PyBackend& b = backend_.cast<PyBackend&>();
     auto live = std::make_shared<LiveRouter>();
     live->context = &b.context();
-    if (py::isinstance<ImmediateAdapterMarker>(bridge))
+    st::ChatAdapter* adapter = nullptr;
+    if (py::isinstance<sessionturn::python::NativeAdapter>(bridge)) {
+      auto& native = bridge.cast<sessionturn::python::NativeAdapter&>();
+      if (&native.GetContext() != &b.context())
+        throw py::value_error("the adapter and the backend must use the same sessionturn.Context");
+      live->native = native.Shared();
+      adapter = live->native.get();
+      native_ = bridge;
+    } else if (py::isinstance<ImmediateAdapterMarker>(bridge))
       live->adapter = std::make_unique<ImmediateAdapter>(b.context(), CapabilitiesFrom(capabilities));
     else
       live->adapter = std::make_unique<PyChatAdapter>(b.context(), std::move(bridge), CapabilitiesFrom(capabilities),
                                                       Millis(adapter_timeout, "adapter_timeout"));
+    if (!adapter) adapter = live->adapter.get();
     st::RouterOptions options = OptionsFrom(config);
     st::Result<std::unique_ptr<st::Router>> made;
     {
       py::gil_scoped_release release;
-      made = st::Router::Create(b.context(), b.get(), *live->adapter, std::move(options));
+      made = st::Router::Create(b.context(), b.get(), *adapter, std::move(options));
       if (!made) live.reset();
     }
     if (!made) Raise(made.error());
@@ -617,12 +629,32 @@ class PyRouter {
   // Destroys the router (its store is released) and then the adapter, once no call uses them (off the
   // Context's workers: a garbage collection there must not wait for itself).
   void Close() {
+    // A built-in adapter's inbound side stops first: once it returned, no delivery reaches the router.
+    std::vector<std::function<void()>> stops;
+    stops.swap(inbound_stops_);
+    if (!stops.empty()) {
+      py::gil_scoped_release release;
+      for (auto& stop : stops) stop();
+    }
     auto live = std::move(live_);
     live_.reset();
     if (live) DestroyOffWorker(backend_.cast<PyBackend&>().context_object().cast<std::shared_ptr<LibContext>>(),
                                std::move(live));
   }
   bool closed() const { return !live_; }
+
+  // chat.cpp: the router a built-in adapter delivers into (with the GIL).
+  st::Router& AttachInbound(sessionturn::python::NativeAdapter& adapter, std::function<void()> stop) {
+    st::Router& r = Get();
+    if (!native_ || &native_.cast<sessionturn::python::NativeAdapter&>() != &adapter)
+      throw py::value_error("this Router does not drive this adapter: give the adapter to the Router first");
+    inbound_stops_.push_back(std::move(stop));
+    return r;
+  }
+  st::Router& Get() {
+    if (!live_) Raise(st::Error(st::Errc::unavailable, "the router was closed"));
+    return *live_->router;
+  }
 
  private:
   // Runs fn on the router without the GIL. The router is kept alive by this call (a concurrent
@@ -646,8 +678,17 @@ class PyRouter {
   }
 
   py::object backend_;  // outlives the router
+  py::object native_;   // the built-in adapter's Python object, when the router drives one
   std::shared_ptr<LiveRouter> live_;
+  std::vector<std::function<void()>> inbound_stops_;
 };
+
+PyRouter& RouterFrom(py::handle router) {
+  // The facade's Router wraps the _Router as `_impl`.
+  py::object impl = py::hasattr(router, "_impl") ? py::object(router.attr("_impl")) : py::reinterpret_borrow<py::object>(router);
+  if (!py::isinstance<PyRouter>(impl)) throw py::type_error("router must be a sessionturn.Router");
+  return impl.cast<PyRouter&>();
+}
 
 // ---- Helpers -------------------------------------------------------------------------------------------
 
@@ -680,6 +721,12 @@ std::vector<std::string> Render(const std::string& markdown, const std::string& 
 }
 
 }  // namespace
+
+st::Router& sessionturn::python::AttachInbound(py::handle router, NativeAdapter& adapter, std::function<void()> stop) {
+  return RouterFrom(router).AttachInbound(adapter, std::move(stop));
+}
+
+st::Router& sessionturn::python::RouterOf(py::handle router) { return RouterFrom(router).Get(); }
 
 sessionturn::python::LibContext::LibContext(int threads) {
   if (threads < 1) throw py::value_error("threads must be at least 1");

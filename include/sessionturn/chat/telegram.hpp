@@ -96,7 +96,9 @@ class TelegramAdapter : public ChatAdapter {
   // (Errc::conflict), the token revoked (Errc::unauthorized). Transient failures are retried with
   // backoff. Connect first.
   void StartPolling(Router& router, std::function<void(Error)> on_fatal);
-  void StopPolling();  // the poll in flight is cancelled; idempotent
+  // The poll in flight is cancelled; idempotent. Off a Context worker it returns once no update can
+  // reach the router any more (so the router may be destroyed next); on a worker it only requests that.
+  void StopPolling();
   // The poll loop has had a successful answer since it (re)started (for /readyz).
   bool Polling() const noexcept;
 

@@ -1,0 +1,200 @@
+"""The built-in TelegramAdapter and SlackAdapter (C++) driven from Python: given to a sessionturn.Router like an
+adapter written in Python, with their inbound sides started from Python (Telegram long polling and webhooks, Slack
+Socket Mode and the Events API behind a Python HTTP server), against the platforms' fakes (tests/fakes/)."""
+import http.server
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+
+import pytest
+
+import sessionturn
+from conftest import WAIT
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "chat"))
+import bridge_support as tg  # noqa: E402
+import slack_bridge_support as sl  # noqa: E402
+
+
+@pytest.fixture
+def root():
+    with tempfile.TemporaryDirectory(prefix="st_builtin_") as d:
+        yield d
+
+
+def local_backend(root):
+    return sessionturn.LocalBackend(os.path.join(root, "sessions"), in_process=True, idle_suspend=0)
+
+
+def test_telegram_polling_and_a_webhook_through_the_python_router(root):
+    fake = tg.Fake(root)
+    try:
+        adapter = sessionturn.TelegramAdapter(tg.TOKEN, api_url=fake.url, chat_interval=0.0)
+        bot = adapter.connect()
+        assert bot["username"] == tg.BOT and bot["id"] > 0
+        backend = local_backend(root)
+        router = sessionturn.Router(backend, adapter, owner_uid=str(bot["id"]), bot_username=bot["username"],
+                                    store_path=os.path.join(root, "r.db"), progress_interval=0.05)
+        with router:
+            adapter.start_polling(router)
+            fake.send(42, "hello there")
+            assert "hello there" in fake.wait_reply(42, "echo #1:", timeout=WAIT)["text"]
+            assert adapter.polling
+            assert adapter.stats()["updates_received"] >= 1
+            adapter.stop_polling()
+            assert not adapter.polling
+
+            # The same bot fed by webhooks: the secret is checked first, in constant time.
+            adapter.set_webhook_secret("s3cret")
+            update = {"update_id": 900001, "message": {
+                "message_id": 77001, "date": int(time.time()), "chat": {"id": 42, "type": "private"},
+                "from": tg.ANN, "text": "by webhook"}}
+            body = json.dumps(update).encode()
+            assert adapter.handle_webhook("wrong", body, router)[0] == 401
+            assert adapter.handle_webhook(None, body, router)[0] == 401
+            assert adapter.handle_webhook("s3cret", b"not json", router)[0] == 400
+            assert adapter.handle_webhook("s3cret", body, router)[0] == 200
+            assert "by webhook" in fake.wait_reply(42, "echo #2:", timeout=WAIT)["text"]
+            assert adapter.stats()["webhook_refused"] == 2
+        assert router.closed
+    finally:
+        fake.stop()
+
+
+def test_a_router_closed_while_polling_stops_the_poll_first(root):
+    fake = tg.Fake(root)
+    try:
+        adapter = sessionturn.TelegramAdapter(tg.TOKEN, api_url=fake.url, chat_interval=0.0)
+        bot = adapter.connect()
+        router = sessionturn.Router(local_backend(root), adapter, owner_uid=str(bot["id"]),
+                                    store_path=os.path.join(root, "r.db"))
+        router.start()
+        adapter.start_polling(router)
+        fake.wait(method="getUpdates", started=True, timeout=WAIT)
+        router.close()  # no stop(): the poll in flight ends before the router goes
+        assert not adapter.polling
+        with pytest.raises(sessionturn.UnavailableError, match="closed"):
+            adapter.start_polling(router)
+    finally:
+        fake.stop()
+
+
+def test_adapter_errors_are_named(root):
+    with pytest.raises(sessionturn.InvalidArgumentError, match="token"):
+        sessionturn.TelegramAdapter("")
+    with pytest.raises(sessionturn.InvalidArgumentError):
+        sessionturn.SlackAdapter("")
+    fake = tg.Fake(root)
+    try:
+        wrong = sessionturn.TelegramAdapter("123456:WRONG", api_url=fake.url)
+        with pytest.raises(sessionturn.UnauthorizedError) as e:
+            wrong.connect()
+        assert "WRONG" not in str(e.value)
+        a = sessionturn.TelegramAdapter(tg.TOKEN, api_url=fake.url)
+        other = sessionturn.TelegramAdapter(tg.TOKEN, api_url=fake.url)
+        router = sessionturn.Router(local_backend(root), a, owner_uid="o", store_path=os.path.join(root, "r.db"))
+        with pytest.raises(ValueError, match="does not drive this adapter"):
+            other.start_polling(router)
+        with pytest.raises(TypeError, match="sessionturn.Router"):
+            a.start_polling(object())
+        router.close()
+        ctx = sessionturn.Context()
+        try:
+            elsewhere = sessionturn.TelegramAdapter(tg.TOKEN, api_url=fake.url, context=ctx)
+            with pytest.raises(ValueError, match="same sessionturn.Context"):
+                sessionturn.Router(local_backend(root), elsewhere, owner_uid="o", store_path=os.path.join(root, "x.db"))
+        finally:
+            ctx.stop()
+    finally:
+        fake.stop()
+
+
+def test_slack_socket_mode_through_the_python_router(root):
+    fake = sl.SlackFake(root)
+    try:
+        adapter = sessionturn.SlackAdapter(sl.BOT_TOKEN, app_token=sl.APP_TOKEN, api_url=fake.api_url,
+                                           channel_interval=0.0)
+        info = adapter.connect()
+        assert info["user_id"] == sl.BOT_USER
+        router = sessionturn.Router(local_backend(root), adapter, owner_uid=info["team_id"],
+                                    store_path=os.path.join(root, "r.db"), progress_interval=0.05)
+        with router:
+            adapter.start_socket_mode(router)
+            fake.wait_connections(1)
+            fake.say(sl.DM_ANN, "hello from slack")
+            assert "hello from slack" in fake.wait_reply(sl.DM_ANN, "echo #1:", timeout=WAIT)["text"]
+            assert adapter.socket_connected
+            adapter.stop_inbound()
+            assert not adapter.socket_connected
+    finally:
+        fake.stop()
+
+
+class _EventsHandler(http.server.BaseHTTPRequestHandler):
+    """POST /slack/events handed to SlackAdapter.handle_events, as a bot's own web framework would."""
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        status, content_type, out = self.server.adapter.handle_events(
+            body, self.server.router, content_type=self.headers.get("Content-Type", ""),
+            signature=self.headers.get("X-Slack-Signature", ""),
+            timestamp=self.headers.get("X-Slack-Request-Timestamp", ""),
+            retry_num=self.headers.get("X-Slack-Retry-Num", ""))
+        data = out.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", content_type or "text/plain")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_slack_events_api_behind_a_python_http_server(root):
+    fake = sl.SlackFake(root)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _EventsHandler)
+    try:
+        adapter = sessionturn.SlackAdapter(sl.BOT_TOKEN, signing_secret=sl.SIGNING_SECRET, api_url=fake.api_url,
+                                           channel_interval=0.0)
+        info = adapter.connect()
+        router = sessionturn.Router(local_backend(root), adapter, owner_uid=info["team_id"],
+                                    store_path=os.path.join(root, "r.db"), progress_interval=0.05)
+        with router:
+            server.adapter, server.router = adapter, router
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            fake.post("config", {"events_url": "http://127.0.0.1:%d/slack/events" % server.server_address[1]})
+            assert fake.post("url_verification", {})["echoed"]
+            fake.say(sl.DM_ANN, "over python http")
+            assert "over python http" in fake.wait_reply(sl.DM_ANN, "echo #1:", timeout=WAIT)["text"]
+            fake.post("config", {"signing": "forged", "max_retries": 0})
+            fake.say(sl.DM_ANN, "forged one")
+            deadline = time.monotonic() + WAIT
+            while time.monotonic() < deadline:
+                refused = [d for d in fake.get("deliveries") if d.get("signing") == "forged" and d.get("status")]
+                if refused:
+                    break
+                time.sleep(0.05)
+            assert refused and refused[0]["status"] == 401
+            assert adapter.stats()["requests_refused"] >= 1
+    finally:
+        server.shutdown()
+        server.server_close()
+        fake.stop()
+
+
+def test_python_m_bridges_answer_help():
+    """The bridge programs reachable from the package (their whole-program tests run as python:python -m ...)."""
+    import subprocess
+    env = dict(os.environ)
+    for platform in ("telegram", "slack"):
+        out = subprocess.run([sys.executable, "-m", "sessionturn." + platform, "--help"], env=env,
+                             capture_output=True, text=True, timeout=WAIT)
+        assert out.returncode == 0, out.stderr
+        assert "--state-dir" in out.stdout and "--provider" in out.stdout
+        bad = subprocess.run([sys.executable, "-m", "sessionturn." + platform, "--no-such-flag"], env=env,
+                             capture_output=True, text=True, timeout=WAIT)
+        assert bad.returncode == 2 and "no-such-flag" in bad.stderr
