@@ -256,14 +256,6 @@ def _error_tuple(what: str, e: BaseException) -> Tuple[str, str, float, int]:
     return ("failed", "the adapter's %s raised %s: %s" % (what, type(e).__name__, e), 0.0, 0)
 
 
-async def _call(start: Callable[[], Any]) -> Any:
-    """Calls an adapter method on its loop; a plain method's value is the answer, a coroutine's awaited."""
-    result = start()
-    if inspect.isawaitable(result):
-        return await result
-    return result
-
-
 def _where(t: Tuple[str, str, str, str]) -> ThreadRef:
     return ThreadRef(*t)
 
@@ -294,18 +286,32 @@ class _AdapterBridge:
         self._run("fetch_thread", lambda: self.adapter.fetch_thread(_where(where), before, max_messages), done)
 
     def _run(self, what: str, start: Callable[[], Any], done: Callable[[Any, Any], None]) -> None:
+        # One hand-off to the loop and nothing else on this (worker) thread: the adapter's method is called, and
+        # its coroutine made a task, on the loop (no concurrent.futures.Future in between: bench/py_router.py).
         if self.loop.is_closed():
             done(None, ("unavailable", "the adapter's asyncio loop is closed: %s was not sent" % what, 0.0, 0))
             return
-        coro = _call(start)  # the adapter's method runs on its loop, plain or async
         try:
-            future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+            self.loop.call_soon_threadsafe(self._start, what, start, done)
         except RuntimeError as e:
-            coro.close()
             done(None, ("unavailable", "the adapter's asyncio loop is closed: %s was not sent (%s)" % (what, e),
                         0.0, 0))
+
+    def _start(self, what: str, start: Callable[[], Any], done: Callable[[Any, Any], None]) -> None:
+        """On the loop: a plain method's value is the answer, a coroutine's is awaited as a task."""
+        try:
+            result = start()
+            if inspect.isawaitable(result):
+                task = asyncio.ensure_future(result, loop=self.loop)
+                task.add_done_callback(lambda f: self._settle(what, f, done))
+                return
+        except (KeyboardInterrupt, SystemExit) as e:
+            done(None, _error_tuple(what, e))
+            raise
+        except BaseException as e:  # noqa: B036 - every failure of the adapter is a failed platform call
+            done(None, _error_tuple(what, e))
             return
-        future.add_done_callback(lambda f: self._settle(what, f, done))
+        done(result, None)
 
     @staticmethod
     def _settle(what, future, done):

@@ -223,6 +223,16 @@ st::Error ErrorFrom(const py::handle& e) {
   return err;
 }
 
+// The `done(result, error)` a Python adapter call reports through (registered as _sessionturn._Done).
+struct AdapterDone {
+  std::function<void(py::object, py::object)> fn;
+  void Call(py::object result, py::object error) {
+    auto f = std::move(fn);  // once: a second call finds it empty
+    fn = nullptr;
+    if (f) f(std::move(result), std::move(error));
+  }
+};
+
 // Calls the facade's bridge (a Python object with post/edit/typing/fetch_thread(..., done)); `done`
 // is called back once, with (result, None) or (None, error tuple), from any thread. `on_done` gets
 // the result converted with the GIL held, then runs without it. A call that the bridge does not
@@ -292,7 +302,8 @@ class PyChatAdapter final : public st::ChatAdapter {
     {
       py::gil_scoped_acquire gil;
       try {
-        auto done = py::cpp_function([once, convert](py::object result, py::object error) {
+        // A _Done object, not a cpp_function made per call (that costs a function record each time).
+        auto done = py::cast(AdapterDone{[once, convert](py::object result, py::object error) {
           st::Result<T> r = st::Fail(st::Errc::internal, "unset");
           try {
             r = error.is_none() ? convert(result) : st::Result<T>(st::Fail(ErrorFrom(error)));
@@ -303,7 +314,7 @@ class PyChatAdapter final : public st::ChatAdapter {
           }
           py::gil_scoped_release release;
           once->Complete(std::move(r));
-        });
+        }});
         py::tuple a = args();
         py::list call_args;
         for (const auto& x : a) call_args.append(x);
@@ -776,6 +787,9 @@ void sessionturn::python::RegisterRouter(py::module_& m) {
         py::arg("in_process"), py::arg("allow_shell"), py::arg("runtime_program"));
   m.def("_kubernetes_backend", &MakeKubernetes, py::arg("context"), py::arg("namespace"), py::arg("spawner"),
         py::arg("template_file"), py::arg("owner"), py::arg("kubeconfig"), py::arg("kube_context"));
+
+  py::class_<AdapterDone>(m, "_Done", "Reports an adapter call's outcome to the router: done(result, error), once.")
+      .def("__call__", &AdapterDone::Call, py::arg("result"), py::arg("error"));
 
   py::class_<ImmediateAdapterMarker>(m, "_ImmediateAdapter",
                                      "A C++ adapter completing every call at once (bench/py_router.py)")
