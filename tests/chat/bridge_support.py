@@ -4,6 +4,7 @@ as a user runs it, each in its own temporary directory, always stopped (SIGTERM,
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -20,7 +21,7 @@ BINARY_DIR = os.environ.get("SESSIONTURN_BINARY_DIR", "/work/main/build-me")
 BRIDGE = os.path.join(BINARY_DIR, "examples", "telegram-bridge", "sessionturn-telegram")
 # The bridge's command line: the program, or what SESSIONTURN_BRIDGE_COMMAND says instead (the same code run
 # as "/usr/bin/python3 -m sessionturn.telegram" by the Python package; space-separated).
-BRIDGE_COMMAND = os.environ.get("SESSIONTURN_BRIDGE_COMMAND", "").split() or [BRIDGE]
+BRIDGE_COMMAND = shlex.split(os.environ.get("SESSIONTURN_BRIDGE_COMMAND", "")) or [BRIDGE]
 RUNTIME = os.path.join(BINARY_DIR, "sessionturn-local-runtime")
 FAKE = os.path.join(SOURCE_DIR, "tests", "fakes", "telegram_api.py")
 SCRIPTS = os.path.join(HERE, "scripts")

@@ -4,6 +4,7 @@ it, each in the test's temporary directory, always stopped (SIGTERM, then SIGKIL
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -13,7 +14,7 @@ from bridge_support import (BINARY_DIR, SOURCE_DIR, BridgeCase, BridgeProcess, c
 
 BRIDGE = os.path.join(BINARY_DIR, "examples", "slack-bridge", "sessionturn-slack")
 # As in bridge_support: the same code run by the Python package when SESSIONTURN_BRIDGE_COMMAND says so.
-BRIDGE_COMMAND = os.environ.get("SESSIONTURN_BRIDGE_COMMAND", "").split() or [BRIDGE]
+BRIDGE_COMMAND = shlex.split(os.environ.get("SESSIONTURN_BRIDGE_COMMAND", "")) or [BRIDGE]
 FAKE = os.path.join(SOURCE_DIR, "tests", "fakes", "slack_api.py")
 BOT_TOKEN = "xoxb-1-TEST-BOT-TOKEN"
 APP_TOKEN = "xapp-1-TEST-APP-TOKEN"

@@ -67,17 +67,68 @@ def test_telegram_polling_and_a_webhook_through_the_python_router(root):
 def test_a_router_closed_while_polling_stops_the_poll_first(root):
     fake = tg.Fake(root)
     try:
-        adapter = sessionturn.TelegramAdapter(tg.TOKEN, api_url=fake.url, chat_interval=0.0)
+        adapter = sessionturn.TelegramAdapter(tg.TOKEN, api_url=fake.url, chat_interval=0.0, poll_timeout=1.0)
         bot = adapter.connect()
         router = sessionturn.Router(local_backend(root), adapter, owner_uid=str(bot["id"]),
                                     store_path=os.path.join(root, "r.db"))
         router.start()
         adapter.start_polling(router)
-        fake.wait(method="getUpdates", started=True, timeout=WAIT)
-        router.close()  # no stop(): the poll in flight ends before the router goes
-        assert not adapter.polling
+        assert fake.wait(method="getUpdates", started=True, timeout=WAIT) is not None
+        router.close()  # no stop(): polling ends before the router goes
+        polls = len(fake.calls("getUpdates"))
+        time.sleep(2.5)  # more than two poll periods: a poll still running would have come back
+        assert len(fake.calls("getUpdates")) == polls
+        fake.send(42, "after the close")
+        time.sleep(0.5)
+        assert fake.bot_texts(42) == []
         with pytest.raises(sessionturn.UnavailableError, match="closed"):
             adapter.start_polling(router)
+        # Closed, the adapter may serve a new router (one at a time).
+        again = sessionturn.Router(local_backend(root), adapter, owner_uid=str(bot["id"]),
+                                   store_path=os.path.join(root, "r.db"))
+        with pytest.raises(ValueError, match="already serves another Router"):
+            sessionturn.Router(sessionturn.LocalBackend(os.path.join(root, "s2"), in_process=True), adapter,
+                               owner_uid="x", store_path=os.path.join(root, "x.db"))
+        with again:
+            adapter.start_polling(again)
+            assert "after the close" in fake.wait_reply(42, "echo #1:", timeout=WAIT)["text"]
+    finally:
+        fake.stop()
+
+
+def test_on_fatal_reports_a_second_poller(root):
+    fake = tg.Fake(root)
+    try:
+        fatal = []
+        seen = threading.Event()
+
+        def on_fatal(error):  # on a worker
+            fatal.append(error)
+            seen.set()
+
+        adapter = sessionturn.TelegramAdapter(tg.TOKEN, api_url=fake.url, poll_timeout=1.0)
+        bot = adapter.connect()
+        router = sessionturn.Router(local_backend(root), adapter, owner_uid=str(bot["id"]),
+                                    store_path=os.path.join(root, "r.db"))
+        with router:
+            adapter.start_polling(router, on_fatal=on_fatal)
+            assert fake.wait(method="getUpdates", started=True, timeout=WAIT) is not None
+            stop = threading.Event()
+
+            def poll():  # another program polling with the same token
+                while not stop.is_set():
+                    tg.request(fake.url + "/bot%s/getUpdates?timeout=1" % tg.TOKEN)
+
+            other = threading.Thread(target=poll, daemon=True)
+            other.start()
+            try:
+                assert seen.wait(WAIT), "on_fatal was not called"
+            finally:
+                stop.set()
+                other.join(10)
+            assert isinstance(fatal[0], sessionturn.ConflictError), fatal
+            assert "another" in str(fatal[0]) or "onflict" in str(fatal[0])
+            assert len(fatal) == 1
     finally:
         fake.stop()
 

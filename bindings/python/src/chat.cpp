@@ -9,7 +9,12 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <chrono>
+#include <cstdio>
+#include <iostream>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -63,19 +68,27 @@ std::shared_ptr<A> OwnedOffWorker(std::unique_ptr<A> adapter, std::shared_ptr<Li
   });
 }
 
-// A Python callable run on a worker with the GIL, its exceptions reported as unraisable.
+// A Python callable run on a worker with the GIL, its exceptions reported as unraisable; the callable
+// is released with the GIL wherever the adapter drops it (PyHeld).
 std::function<void(st::Error)> FatalHandler(py::object on_fatal, const char* what) {
   if (on_fatal.is_none()) return [](st::Error) {};
-  auto held = std::make_shared<py::object>(std::move(on_fatal));
+  auto held = std::make_shared<sessionturn::python::PyHeld>(std::move(on_fatal));
   return [held, what](st::Error e) {
     if (!sessionturn::python::PythonAlive()) return;
     py::gil_scoped_acquire gil;
     try {
-      (*held)(sessionturn::python::MakeException(e));
+      held->get()(sessionturn::python::MakeException(e));
     } catch (py::error_already_set& err) {
       err.discard_as_unraisable(what);
     }
   };
+}
+
+// Drops a router held for one request without the GIL: the last holder runs the adapter's inbound stop,
+// which waits for the adapter's strand.
+void DropWithoutGil(std::shared_ptr<st::Router>& router) {
+  py::gil_scoped_release release;
+  router.reset();
 }
 
 // Waits, without the GIL, for a value a worker hands over; Ctrl-C interrupts the wait.
@@ -183,14 +196,20 @@ class PyTelegram final : public PyPlatformAdapter<st::TelegramAdapter> {
 
   void SetWebhookSecret(const std::string& secret) { adapter_->SetWebhookSecret(secret); }
 
+  std::function<void()> InboundStop() override {
+    std::weak_ptr<st::TelegramAdapter> weak = adapter_;
+    return [weak] {
+      if (auto a = weak.lock()) a->StopPolling();
+    };
+  }
+
   void StartPolling(py::object router, py::object on_fatal) {
     auto fatal = FatalHandler(std::move(on_fatal), "sessionturn: TelegramAdapter on_fatal");
-    std::weak_ptr<st::TelegramAdapter> weak = adapter_;
-    st::Router& r = sessionturn::python::AttachInbound(router, *this, [weak] {
-      if (auto a = weak.lock()) a->StopPolling();
-    });
-    py::gil_scoped_release release;
-    adapter_->StartPolling(r, std::move(fatal));
+    auto r = sessionturn::python::RouterFor(router, *this);
+    // Posted with the GIL held, so no close of the router comes between the check above and the start:
+    // a close's inbound stop is posted after it, to the same strand.
+    adapter_->StartPolling(*r, std::move(fatal));
+    DropWithoutGil(r);
   }
 
   void StopPolling() {
@@ -202,16 +221,23 @@ class PyTelegram final : public PyPlatformAdapter<st::TelegramAdapter> {
 
   py::tuple HandleWebhook(std::optional<std::string> secret, const py::bytes& body, py::object router) {
     RefuseOnWorker("TelegramAdapter.handle_webhook()");
-    st::Router& r = sessionturn::python::RouterOf(router);
+    auto r = sessionturn::python::RouterFor(router, *this);  // held until the answer: a close waits for it
     auto w = std::make_shared<Waiter<std::pair<int, std::string>>>();
     std::string text = body;
     {
       py::gil_scoped_release release;
-      adapter_->HandleWebhook(secret ? std::optional<std::string_view>(*secret) : std::nullopt, text, r,
+      adapter_->HandleWebhook(secret ? std::optional<std::string_view>(*secret) : std::nullopt, text, *r,
                               [w](int status, std::string b) { w->Set({status, std::move(b)}); });
     }
-    auto [status, out] = w->Wait();
-    return py::make_tuple(status, out);
+    std::pair<int, std::string> answer;
+    try {
+      answer = w->Wait();
+    } catch (...) {
+      DropWithoutGil(r);
+      throw;
+    }
+    DropWithoutGil(r);
+    return py::make_tuple(answer.first, answer.second);
   }
 
   py::dict Stats() const {
@@ -271,14 +297,18 @@ class PySlack final : public PyPlatformAdapter<st::SlackAdapter> {
     return d;
   }
 
+  std::function<void()> InboundStop() override {
+    std::weak_ptr<st::SlackAdapter> weak = adapter_;
+    return [weak] {
+      if (auto a = weak.lock()) a->StopInbound();
+    };
+  }
+
   void StartSocketMode(py::object router, py::object on_fatal) {
     auto fatal = FatalHandler(std::move(on_fatal), "sessionturn: SlackAdapter on_fatal");
-    std::weak_ptr<st::SlackAdapter> weak = adapter_;
-    st::Router& r = sessionturn::python::AttachInbound(router, *this, [weak] {
-      if (auto a = weak.lock()) a->StopInbound();
-    });
-    py::gil_scoped_release release;
-    adapter_->StartSocketMode(r, std::move(fatal));
+    auto r = sessionturn::python::RouterFor(router, *this);
+    adapter_->StartSocketMode(*r, std::move(fatal));  // posted with the GIL held, as StartPolling
+    DropWithoutGil(r);
   }
 
   void StopInbound() {
@@ -292,7 +322,8 @@ class PySlack final : public PyPlatformAdapter<st::SlackAdapter> {
                          const std::string& signature, const std::string& timestamp, const std::string& retry_num,
                          const std::string& retry_reason) {
     RefuseOnWorker("SlackAdapter.handle_events()");
-    st::Router& r = sessionturn::python::RouterOf(router);
+    auto r = sessionturn::python::RouterFor(router, *this);  // held until the answer; later deliveries are
+                                                              // stopped by the router's close (InboundStop)
     st::SlackEventsRequest req;
     req.content_type = content_type;
     req.signature = signature;
@@ -307,11 +338,18 @@ class PySlack final : public PyPlatformAdapter<st::SlackAdapter> {
     auto w = std::make_shared<Waiter<Answer>>();
     {
       py::gil_scoped_release release;
-      adapter_->HandleEvents(req, r, [w](int status, std::string type, std::string b) {
+      adapter_->HandleEvents(req, *r, [w](int status, std::string type, std::string b) {
         w->Set({status, std::move(type), std::move(b)});
       });
     }
-    Answer a = w->Wait();
+    Answer a;
+    try {
+      a = w->Wait();
+    } catch (...) {
+      DropWithoutGil(r);
+      throw;
+    }
+    DropWithoutGil(r);
     return py::make_tuple(a.status, a.content_type, a.body);
   }
 
@@ -338,13 +376,25 @@ class PySlack final : public PyPlatformAdapter<st::SlackAdapter> {
 
 // Runs a bridge's main with `argv` (argv[0] is the program's name) on this thread, without the GIL: it
 // blocks SIGINT and SIGTERM here and waits for them itself, so Ctrl-C stops the bridge gracefully.
+// The thread's signal mask is restored afterwards and the C++ streams flushed, so what the bridge wrote
+// comes before what Python writes next.
 int RunBridge(int (*main_fn)(int, char**), const std::vector<std::string>& args) {
   std::vector<std::string> copy = args;
   std::vector<char*> argv;
   for (auto& a : copy) argv.push_back(a.data());
   argv.push_back(nullptr);
-  py::gil_scoped_release release;
-  return main_fn(static_cast<int>(copy.size()), argv.data());
+  sigset_t saved;
+  pthread_sigmask(SIG_SETMASK, nullptr, &saved);
+  int status = 0;
+  {
+    py::gil_scoped_release release;
+    status = main_fn(static_cast<int>(copy.size()), argv.data());
+    std::cout.flush();
+    std::cerr.flush();
+    std::fflush(nullptr);
+  }
+  pthread_sigmask(SIG_SETMASK, &saved, nullptr);
+  return status;
 }
 
 }  // namespace

@@ -47,6 +47,26 @@ class LibContext {
 // down under C++ frames) and not finalized. Objects dropped otherwise are leaked on purpose.
 inline bool PythonAlive() { return Py_IsInitialized() && !_Py_IsFinalizing(); }
 
+// A Python object held by C++ and dropped, with the GIL, wherever the last holder goes.
+class PyHeld {
+ public:
+  explicit PyHeld(py::object o) : o_(std::move(o)) {}
+  ~PyHeld() {
+    if (!PythonAlive()) {
+      o_.release();  // the interpreter is gone: leaking beats crashing
+      return;
+    }
+    py::gil_scoped_acquire gil;
+    o_ = py::object();
+  }
+  PyHeld(const PyHeld&) = delete;
+  PyHeld& operator=(const PyHeld&) = delete;
+  const py::object& get() const { return o_; }
+
+ private:
+  py::object o_;
+};
+
 // Destroys `owned` (a C++ object whose destructor may wait for `keep`'s workers), without the GIL. Called
 // with the GIL. On one of those workers (a Python garbage collection can run there) waiting would wait
 // for itself: then a thread of its own destroys it, keeping the Context alive until it has.
@@ -79,15 +99,18 @@ class NativeAdapter {
   virtual ~NativeAdapter() = default;
   virtual std::shared_ptr<ChatAdapter> Shared() = 0;
   virtual Context& GetContext() = 0;
+  // Stops the inbound side (polling, Socket Mode, deliveries still on their way from a webhook or an
+  // Events API request); off a worker it returns once nothing more reaches the router. Without the GIL.
+  virtual std::function<void()> InboundStop() = 0;
+  bool driven = false;  // a live Router drives it (one at a time): set and cleared by router.cpp
 };
 
-// The C++ Router of a Python `_Router` (router.cpp) for a native adapter's inbound side: `stop` runs,
-// without the GIL, when the router closes and before it is destroyed (so no delivery reaches a router
-// that is gone). TypeError for something else; UnavailableError once closed; ValueError when the
-// router does not drive this adapter.
-Router& AttachInbound(py::handle router, NativeAdapter& adapter, std::function<void()> stop);
-// The same for one request (a webhook): the router must outlive the call, which the caller ensures.
-Router& RouterOf(py::handle router);
+// The C++ Router of a Python `_Router` (router.cpp) that drives `adapter`, for its inbound side. The
+// router is held by the pointer returned (a request in flight keeps it alive), and the adapter's
+// InboundStop() runs, off the Context's workers and without the GIL, before the router is destroyed:
+// no delivery reaches a router that is gone. TypeError for something else; UnavailableError once
+// closed; ValueError when the router does not drive this adapter.
+std::shared_ptr<Router> RouterFor(py::handle router, NativeAdapter& adapter);
 
 // Each defines its part of the module (errors.cpp, local_runtime.cpp, kube.cpp).
 void RegisterErrors(py::module_& m);

@@ -36,6 +36,7 @@ namespace py = pybind11;
 namespace st = sessionturn;
 using sessionturn::python::DestroyOffWorker;
 using sessionturn::python::LibContext;
+using sessionturn::python::PyHeld;
 using sessionturn::python::Raise;
 
 namespace {
@@ -89,26 +90,6 @@ st::Errc ErrcNamed(const std::string& name) {
     if (st::ToString(static_cast<st::Errc>(i)) == name) return static_cast<st::Errc>(i);
   return st::Errc::failed;
 }
-
-// A Python object held by C++ and dropped, with the GIL, wherever the last holder goes.
-class PyHeld {
- public:
-  explicit PyHeld(py::object o) : o_(std::move(o)) {}
-  ~PyHeld() {
-    if (!sessionturn::python::PythonAlive()) {
-      o_.release();  // the interpreter is gone: leaking beats crashing
-      return;
-    }
-    py::gil_scoped_acquire gil;
-    o_ = py::object();
-  }
-  PyHeld(const PyHeld&) = delete;
-  PyHeld& operator=(const PyHeld&) = delete;
-  const py::object& get() const { return o_; }
-
- private:
-  py::object o_;
-};
 
 // ---- Context and backends ------------------------------------------------------------------------------
 
@@ -499,8 +480,10 @@ struct LiveRouter {
   st::Context* context = nullptr;
   std::unique_ptr<st::ChatAdapter> adapter;
   std::shared_ptr<st::ChatAdapter> native;  // a built-in adapter (chat.cpp), shared with its Python object
+  std::function<void()> inbound_stop;       // its inbound side, stopped before the router goes
   std::unique_ptr<st::Router> router;
   ~LiveRouter() {
+    if (inbound_stop) inbound_stop();  // off a worker (DestroyOffWorker): returns once nothing more arrives
     const auto start = std::chrono::steady_clock::now();
     const bool on_worker = context && context->InWorkerThread();
     router.reset();
@@ -546,7 +529,9 @@ class PyRouter {
       auto& native = bridge.cast<sessionturn::python::NativeAdapter&>();
       if (&native.GetContext() != &b.context())
         throw py::value_error("the adapter and the backend must use the same sessionturn.Context");
+      if (native.driven) throw py::value_error("this adapter already serves another Router: close that one first");
       live->native = native.Shared();
+      live->inbound_stop = native.InboundStop();
       adapter = live->native.get();
       native_ = bridge;
     } else if (py::isinstance<ImmediateAdapterMarker>(bridge))
@@ -565,6 +550,7 @@ class PyRouter {
     if (!made) Raise(made.error());
     live->router = std::move(*made);
     live_ = std::move(live);
+    if (native_) native_.cast<sessionturn::python::NativeAdapter&>().driven = true;
   }
   ~PyRouter() { Close(); }
 
@@ -640,13 +626,8 @@ class PyRouter {
   // Destroys the router (its store is released) and then the adapter, once no call uses them (off the
   // Context's workers: a garbage collection there must not wait for itself).
   void Close() {
-    // A built-in adapter's inbound side stops first: once it returned, no delivery reaches the router.
-    std::vector<std::function<void()>> stops;
-    stops.swap(inbound_stops_);
-    if (!stops.empty()) {
-      py::gil_scoped_release release;
-      for (auto& stop : stops) stop();
-    }
+    // A built-in adapter's inbound side stops in ~LiveRouter, before the router goes (off a worker).
+    if (native_ && live_) native_.cast<sessionturn::python::NativeAdapter&>().driven = false;
     auto live = std::move(live_);
     live_.reset();
     if (live) DestroyOffWorker(backend_.cast<PyBackend&>().context_object().cast<std::shared_ptr<LibContext>>(),
@@ -654,17 +635,13 @@ class PyRouter {
   }
   bool closed() const { return !live_; }
 
-  // chat.cpp: the router a built-in adapter delivers into (with the GIL).
-  st::Router& AttachInbound(sessionturn::python::NativeAdapter& adapter, std::function<void()> stop) {
-    st::Router& r = Get();
+  // chat.cpp: the router a built-in adapter delivers into (with the GIL), held by the pointer.
+  std::shared_ptr<st::Router> RouterFor(sessionturn::python::NativeAdapter& adapter) {
+    if (!live_) Raise(st::Error(st::Errc::unavailable, "the router was closed"));
     if (!native_ || &native_.cast<sessionturn::python::NativeAdapter&>() != &adapter)
       throw py::value_error("this Router does not drive this adapter: give the adapter to the Router first");
-    inbound_stops_.push_back(std::move(stop));
-    return r;
-  }
-  st::Router& Get() {
-    if (!live_) Raise(st::Error(st::Errc::unavailable, "the router was closed"));
-    return *live_->router;
+    auto live = live_;
+    return std::shared_ptr<st::Router>(live, live->router.get());
   }
 
  private:
@@ -691,7 +668,6 @@ class PyRouter {
   py::object backend_;  // outlives the router
   py::object native_;   // the built-in adapter's Python object, when the router drives one
   std::shared_ptr<LiveRouter> live_;
-  std::vector<std::function<void()>> inbound_stops_;
 };
 
 PyRouter& RouterFrom(py::handle router) {
@@ -733,11 +709,9 @@ std::vector<std::string> Render(const std::string& markdown, const std::string& 
 
 }  // namespace
 
-st::Router& sessionturn::python::AttachInbound(py::handle router, NativeAdapter& adapter, std::function<void()> stop) {
-  return RouterFrom(router).AttachInbound(adapter, std::move(stop));
+std::shared_ptr<st::Router> sessionturn::python::RouterFor(py::handle router, NativeAdapter& adapter) {
+  return RouterFrom(router).RouterFor(adapter);
 }
-
-st::Router& sessionturn::python::RouterOf(py::handle router) { return RouterFrom(router).Get(); }
 
 sessionturn::python::LibContext::LibContext(int threads) {
   if (threads < 1) throw py::value_error("threads must be at least 1");
