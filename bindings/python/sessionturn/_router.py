@@ -266,12 +266,39 @@ def _message(t: Tuple[str, List[List[Tuple[str, str]]], str]) -> OutboundMessage
 
 
 class _AdapterBridge:
-    """What the C++ adapter calls (from a worker thread, with the GIL): each method schedules the adapter's
-    coroutine on its loop and reports through ``done(result, error_tuple)`` once."""
+    """What the C++ adapter calls. The router's calls wait in a C++ queue; the worker that queues the first of a
+    batch calls ``_wake`` (with the GIL), which schedules one ``_drain`` on the adapter's loop; ``_drain`` takes
+    every call queued by then and starts each adapter method there, reporting through ``done(result,
+    error_tuple)`` once. ``post``/``edit``/``typing``/``fetch_thread`` start one call directly (from any thread)."""
 
     def __init__(self, adapter: ChatAdapter, loop: asyncio.AbstractEventLoop):
         self.adapter = adapter
         self.loop = loop
+        self._queue: Any = None
+
+    def _attach(self, queue: Any) -> None:
+        self._queue = queue
+
+    def _wake(self) -> None:
+        """On a worker: the queue was empty and has a call now. Raises when the loop cannot take it (closed)."""
+        if self.loop.is_closed():
+            raise RuntimeError("the adapter's asyncio loop is closed")
+        self.loop.call_soon_threadsafe(self._drain)
+
+    def _drain(self) -> None:
+        """On the loop: every queued call, started in order."""
+        for method, args, done in self._queue.take():
+            self._start(method, self._starter(method, args), done)
+
+    def _starter(self, method: str, args: Tuple[Any, ...]) -> Callable[[], Any]:
+        a = self.adapter
+        if method == "post":
+            return lambda: a.post(_where(args[0]), _message(args[1]))
+        if method == "edit":
+            return lambda: a.edit(_where(args[0]), args[1], _message(args[2]))
+        if method == "typing":
+            return lambda: a.typing(_where(args[0]))
+        return lambda: a.fetch_thread(_where(args[0]), args[1], args[2])
 
     def post(self, where, message, done):
         self._run("post", lambda: self.adapter.post(_where(where), _message(message)), done)

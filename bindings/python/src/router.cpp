@@ -214,20 +214,77 @@ struct AdapterDone {
   }
 };
 
+// One adapter call waiting for the adapter's loop: what to call, its arguments built there (with the GIL),
+// and how its answer reaches the router. Plain C++ until then: the worker that queued it never takes the GIL.
+struct QueuedCall {
+  std::string method;
+  std::function<py::tuple()> args;                      // on the loop thread, with the GIL
+  std::function<void(py::object, py::object)> report;   // done(result, error): with the GIL
+  std::function<void(st::Error)> fail;                  // without the GIL, when it cannot be handed over
+};
+
+// The calls the router made that the adapter's loop has not taken yet. The worker that makes the queue
+// non-empty wakes the loop once (the facade's bridge `_wake`: one call_soon_threadsafe per batch); the
+// loop takes every call queued by then in one go (`take`). Registered as _sessionturn._CallQueue.
+class CallQueue {
+ public:
+  // True when the queue was empty: the caller wakes the loop.
+  bool Push(QueuedCall call) {
+    std::lock_guard lock(mu_);
+    calls_.push_back(std::move(call));
+    return calls_.size() == 1;
+  }
+  std::vector<QueuedCall> TakeAll() {
+    std::lock_guard lock(mu_);
+    std::vector<QueuedCall> out;
+    out.swap(calls_);
+    return out;
+  }
+  // On the loop, with the GIL: [(method, args, done), ...]. A call whose arguments Python cannot take
+  // fails at once (it never reaches the router's strand as an exception).
+  py::list Take() {
+    std::vector<QueuedCall> calls;
+    {
+      py::gil_scoped_release release;  // the lock is never held with the GIL by a worker; keep it that way
+      calls = TakeAll();
+    }
+    py::list out;
+    for (auto& c : calls) {
+      try {
+        out.append(py::make_tuple(c.method, c.args(), py::cast(AdapterDone{std::move(c.report)})));
+      } catch (const std::exception& e) {
+        PyErr_Clear();
+        st::Error error(st::Errc::failed, "the adapter's " + c.method + " could not be called: " + e.what());
+        py::gil_scoped_release release;
+        c.fail(std::move(error));
+      }
+    }
+    return out;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<QueuedCall> calls_;
+};
+
 // Calls the facade's bridge (a Python object with post/edit/typing/fetch_thread(..., done)); `done`
-// is called back once, with (result, None) or (None, error tuple), from any thread. `on_done` gets
-// the result converted with the GIL held, then runs without it. A call that the bridge does not
-// finish within the timeout fails with Errc::timeout.
+// is called back once, with (result, None) or (None, error tuple), from any thread; the result is
+// converted with the GIL held, then the router's handler runs without it. Calls are queued and the
+// bridge drains them on its loop, many per wake-up. A call that the bridge does not finish within the
+// timeout fails with Errc::timeout.
 class PyChatAdapter final : public st::ChatAdapter {
  public:
   PyChatAdapter(st::Context& ctx, py::object bridge, st::ChatCapabilities caps, std::chrono::milliseconds timeout)
-      : ctx_(ctx), bridge_(std::make_shared<PyHeld>(std::move(bridge))), caps_(std::move(caps)), timeout_(timeout) {}
+      : ctx_(ctx), caps_(std::move(caps)), timeout_(timeout), queue_(std::make_shared<CallQueue>()) {
+    bridge.attr("_attach")(py::cast(queue_));
+    bridge_ = std::make_shared<PyHeld>(std::move(bridge));
+  }
 
   st::ChatCapabilities Capabilities() const override { return caps_; }
 
   void AsyncPost(const st::ThreadRef& where, st::OutboundMessage message, st::ChatHandler<std::string> handler) override {
     Call<std::string>(
-        "post", [&] { return py::make_tuple(WhereTuple(where), MessageTuple(message)); },
+        "post", [where, message = std::move(message)] { return py::make_tuple(WhereTuple(where), MessageTuple(message)); },
         [](const py::handle& r) -> st::Result<std::string> {
           if (r.is_none()) return st::Fail(st::Errc::failed, "the adapter's post returned None, not a message id");
           std::string id = py::str(r);
@@ -239,20 +296,23 @@ class PyChatAdapter final : public st::ChatAdapter {
 
   void AsyncEdit(const st::ThreadRef& where, const std::string& message_id, st::OutboundMessage message,
                  st::ChatStatusHandler handler) override {
-    CallStatus("edit", [&] { return py::make_tuple(WhereTuple(where), message_id, MessageTuple(message)); },
+    CallStatus("edit",
+               [where, message_id, message = std::move(message)] {
+                 return py::make_tuple(WhereTuple(where), message_id, MessageTuple(message));
+               },
                std::move(handler));
   }
 
   void AsyncTyping(const st::ThreadRef& where, st::ChatStatusHandler handler) override {
     if (!caps_.typing) return handler({});
-    CallStatus("typing", [&] { return py::make_tuple(WhereTuple(where)); }, std::move(handler));
+    CallStatus("typing", [where] { return py::make_tuple(WhereTuple(where)); }, std::move(handler));
   }
 
   void AsyncFetchThread(const st::ThreadRef& where, const std::string& before, std::size_t max_messages,
                         st::ChatHandler<std::vector<st::ThreadHistoryMessage>> handler) override {
     if (!caps_.fetch_thread) return handler(st::Fail(st::Errc::unavailable, "the adapter cannot fetch threads"));
     Call<std::vector<st::ThreadHistoryMessage>>(
-        "fetch_thread", [&] { return py::make_tuple(WhereTuple(where), before, max_messages); },
+        "fetch_thread", [where, before, max_messages] { return py::make_tuple(WhereTuple(where), before, max_messages); },
         [](const py::handle& r) -> st::Result<std::vector<st::ThreadHistoryMessage>> {
           std::vector<st::ThreadHistoryMessage> out;
           if (r.is_none()) return out;
@@ -263,9 +323,9 @@ class PyChatAdapter final : public st::ChatAdapter {
   }
 
  private:
-  void CallStatus(const char* method, const std::function<py::tuple()>& args, st::ChatStatusHandler handler) {
+  void CallStatus(const char* method, std::function<py::tuple()> args, st::ChatStatusHandler handler) {
     Call<bool>(
-        method, args, [](const py::handle&) -> st::Result<bool> { return true; },
+        method, std::move(args), [](const py::handle&) -> st::Result<bool> { return true; },
         [handler = std::move(handler)](st::Result<bool> r) {
           if (r) handler({});
           else handler(st::Fail(r.error()));
@@ -273,50 +333,55 @@ class PyChatAdapter final : public st::ChatAdapter {
   }
 
   template <typename T>
-  void Call(const char* method, const std::function<py::tuple()>& args,
+  void Call(const char* method, std::function<py::tuple()> args,
             std::function<st::Result<T>(const py::handle&)> convert, std::function<void(st::Result<T>)> handler) {
     const std::string name = method;
     auto once = st::detail::ForeignCall<T>::Start(ctx_, "the adapter's " + name, timeout_, std::move(handler),
                                                   "is its asyncio loop running?");
-    st::Result<T> immediate = st::Fail(st::Errc::internal, "unset");
-    bool failed_now = false;
+    QueuedCall call;
+    call.method = name;
+    call.args = std::move(args);
+    call.report = [once, convert = std::move(convert)](py::object result, py::object error) {
+      st::Result<T> r = st::Fail(st::Errc::internal, "unset");
+      try {
+        r = error.is_none() ? convert(result) : st::Result<T>(st::Fail(ErrorFrom(error)));
+      } catch (py::error_already_set& e) {
+        r = st::Fail(st::Errc::failed, std::string("the adapter's answer could not be read: ") + e.what());
+      } catch (const std::exception& e) {
+        r = st::Fail(st::Errc::failed, std::string("the adapter's answer could not be read: ") + e.what());
+      }
+      py::gil_scoped_release release;
+      once->Complete(std::move(r));
+    };
+    call.fail = [once](st::Error e) { once->Complete(st::Fail(std::move(e))); };
+    if (queue_->Push(std::move(call))) Wake();
+  }
+
+  // The queue became non-empty: one call_soon_threadsafe for the batch. When the loop cannot take it
+  // (closed), every call queued now fails at once instead of waiting for the timeout.
+  void Wake() {
+    std::string why;
     {
       py::gil_scoped_acquire gil;
       try {
-        // A _Done object, not a cpp_function made per call (that costs a function record each time).
-        auto done = py::cast(AdapterDone{[once, convert](py::object result, py::object error) {
-          st::Result<T> r = st::Fail(st::Errc::internal, "unset");
-          try {
-            r = error.is_none() ? convert(result) : st::Result<T>(st::Fail(ErrorFrom(error)));
-          } catch (py::error_already_set& e) {
-            r = st::Fail(st::Errc::failed, std::string("the adapter's answer could not be read: ") + e.what());
-          } catch (const std::exception& e) {
-            r = st::Fail(st::Errc::failed, std::string("the adapter's answer could not be read: ") + e.what());
-          }
-          py::gil_scoped_release release;
-          once->Complete(std::move(r));
-        }});
-        py::tuple a = args();
-        py::list call_args;
-        for (const auto& x : a) call_args.append(x);
-        call_args.append(done);
-        bridge_->get().attr(method)(*call_args);
+        bridge_->get().attr("_wake")();
+        return;
       } catch (py::error_already_set& e) {
-        immediate = st::Fail(st::Errc::failed, "the adapter's " + name + " raised: " + e.what());
-        failed_now = true;
-      } catch (const std::exception& e) {  // a value Python could not take (a cast error): never into the strand
+        why = e.what();
+      } catch (const std::exception& e) {
         PyErr_Clear();
-        immediate = st::Fail(st::Errc::failed, "the adapter's " + name + " could not be called: " + e.what());
-        failed_now = true;
+        why = e.what();
       }
     }
-    if (failed_now) once->Complete(std::move(immediate));
+    for (auto& c : queue_->TakeAll())
+      c.fail(st::Error(st::Errc::unavailable, "the adapter's " + c.method + " was not sent: " + why));
   }
 
   st::Context& ctx_;
   std::shared_ptr<PyHeld> bridge_;
   st::ChatCapabilities caps_;
   std::chrono::milliseconds timeout_;
+  std::shared_ptr<CallQueue> queue_;
 };
 
 // The C++ side of bench/py_router.py's comparison: an adapter that completes every post and edit at
@@ -764,6 +829,8 @@ void sessionturn::python::RegisterRouter(py::module_& m) {
 
   py::class_<AdapterDone>(m, "_Done", "Reports an adapter call's outcome to the router: done(result, error), once.")
       .def("__call__", &AdapterDone::Call, py::arg("result"), py::arg("error"));
+  py::class_<CallQueue, std::shared_ptr<CallQueue>>(m, "_CallQueue", "The router's calls waiting for the adapter's loop.")
+      .def("take", &CallQueue::Take, "Every call queued now: [(method, args, done)], on the loop.");
 
   py::class_<ImmediateAdapterMarker>(m, "_ImmediateAdapter",
                                      "A C++ adapter completing every call at once (bench/py_router.py)")
