@@ -124,6 +124,9 @@ struct QuestionRun {
   std::map<std::string, std::vector<std::string>> answers;
   std::unique_ptr<asio::steady_timer> timeout;
   bool resolved = false;
+  // Resolved (answered, expired, its turn ended) before its post came back with the message id: the
+  // text the question's message is edited to once the id is known.
+  std::string closing_text;
 };
 
 }  // namespace routing
@@ -276,6 +279,9 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
               const std::string& who_name);
   bool MayAnswer(const routing::QuestionRun& q, const std::string& user) const;
   void ExpireQuestion(std::string id);
+  // Edits the question's message to `markdown` (how it ended), or when its post has not come back yet,
+  // once it does.
+  void MarkQuestionMessage(routing::QuestionRun& q, const std::string& markdown);
   // Answers (or, with null `answers`, declines) the question in the runtime.
   void Resolve(routing::QuestionRun& q, const std::map<std::string, std::vector<std::string>>* answers);
   void ForgetQuestionsOf(const routing::TurnRun& turn);

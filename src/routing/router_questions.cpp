@@ -99,7 +99,13 @@ void Router::Impl::OnQuestion(const std::shared_ptr<TurnRun>& turn, const Event&
                         return;
                       }
                       q->stored.message_id = *message_id;
-                      if (auto st = r.store->AddQuestion(q->stored); !st) r.Log(LogLevel::warning, st.error().ToString());
+                      if (q->resolved) {
+                        // Answered (a button is matched by its data, not the message) or closed before
+                        // the post came back: not stored as open; its message shows how it ended.
+                        if (!q->closing_text.empty()) r.MarkQuestionMessage(*q, q->closing_text);
+                      } else if (auto st = r.store->AddQuestion(q->stored); !st) {
+                        r.Log(LogLevel::warning, st.error().ToString());
+                      }
                       if (auto st = r.store->IndexBotMessage({routing::ChatRef::Of(q->stored.thread), *message_id,
                                                               q->stored.session, routing::BotMessageKind::question});
                           !st) {
@@ -164,13 +170,7 @@ void Router::Impl::Answer(QuestionRun& q, std::vector<std::string> choice, const
   if (q.timeout) q.timeout->cancel();
   std::string shown = secret ? std::string("(the answer is not shown)") : EscapeMarkdown(Joined(choice));
   const std::string name = who_name.empty() ? std::string("someone") : EscapeMarkdown(who_name);
-  if (!q.stored.message_id.empty()) {
-    adapter.AsyncEdit(q.stored.thread, q.stored.message_id,
-                      OutboundMessage{Render("\u2705 Answered by " + name + ": " + shown), {}, {}},
-                      OnStrand<Status>([](Impl& r, Status st) {
-                        if (!st) r.Log(LogLevel::info, "marking a question answered failed: " + st.error().ToString());
-                      }));
-  }
+  MarkQuestionMessage(q, "\u2705 Answered by " + name + ": " + shown);
   if (auto st = store->RemoveQuestion(id); !st) Log(LogLevel::warning, st.error().ToString());
   if (auto turn = q.turn.lock()) {
     turn->open_question.clear();
@@ -218,6 +218,17 @@ void Router::Impl::Resolve(QuestionRun& q, const std::map<std::string, std::vect
                          }));
 }
 
+void Router::Impl::MarkQuestionMessage(QuestionRun& q, const std::string& markdown) {
+  if (q.stored.message_id.empty()) {
+    q.closing_text = markdown;  // the post has not come back yet: marked when it does
+    return;
+  }
+  adapter.AsyncEdit(q.stored.thread, q.stored.message_id, OutboundMessage{Render(markdown), {}, {}},
+                    OnStrand<Status>([](Impl& r, Status st) {
+                      if (!st) r.Log(LogLevel::info, "marking a question's message failed: " + st.error().ToString());
+                    }));
+}
+
 void Router::Impl::ExpireQuestion(std::string id) {  // a copy: the entry it names is erased below
   auto it = questions.find(id);
   if (it == questions.end() || it->second->resolved) return;
@@ -229,10 +240,7 @@ void Router::Impl::ExpireQuestion(std::string id) {  // a copy: the entry it nam
                            (minutes > 0 ? std::to_string(minutes) + " min"
                                         : std::to_string(options.answer_timeout.count()) + " ms") +
                            ": the question was declined and the agent goes on without it.";
-  if (!q->stored.message_id.empty()) {
-    adapter.AsyncEdit(q->stored.thread, q->stored.message_id, OutboundMessage{Render(text), {}, {}},
-                      OnStrand<Status>([](Impl&, Status) {}));
-  }
+  MarkQuestionMessage(*q, text);
   Note(q->stored.thread, text, q->stored.session);
   if (auto st = store->RemoveQuestion(id); !st) Log(LogLevel::warning, st.error().ToString());
   if (auto turn = q->turn.lock()) {
@@ -254,10 +262,9 @@ void Router::Impl::ForgetQuestionsOf(const TurnRun& turn) {
       continue;
     }
     if (q->timeout) q->timeout->cancel();
-    if (!q->resolved && !q->stored.message_id.empty()) {
-      adapter.AsyncEdit(q->stored.thread, q->stored.message_id,
-                        OutboundMessage{Render("This question is closed: its turn ended."), {}, {}},
-                        OnStrand<Status>([](Impl&, Status) {}));
+    if (!q->resolved) {
+      q->resolved = true;  // a post still on its way marks the message when it comes back
+      MarkQuestionMessage(*q, "This question is closed: its turn ended.");
     }
     if (auto st = store->RemoveQuestion(q->stored.id); !st) Log(LogLevel::warning, st.error().ToString());
     it = questions.erase(it);

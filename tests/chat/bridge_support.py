@@ -183,7 +183,9 @@ class BridgeProcess:
     def wait_ready(self, timeout=15):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            m = re.search(self.ready_pattern, self.stderr(), re.M)
+            text = self.stderr()
+            # Whole lines only: a line read while it is being written must not match without its end.
+            m = re.search(self.ready_pattern, text[:text.rfind("\n") + 1], re.M)
             if m:
                 self.listen = m.group(1)
                 return

@@ -52,8 +52,22 @@ class RecordingAdapter : public ChatAdapter {
     }
     ops_.push_back(op);
     cv_.notify_all();
+    if (hold_button_posts && !message.buttons.empty()) {  // the platform shows it; the answer comes later
+      held_.push_back([handler = std::move(handler), out = std::move(out)]() mutable { handler(std::move(out)); });
+      return;
+    }
     lock.unlock();
     context_.Post([handler = std::move(handler), out = std::move(out)]() mutable { handler(std::move(out)); });
+  }
+
+  // Answers the posts held by hold_button_posts.
+  void ReleaseHeld() {
+    std::vector<std::function<void()>> held;
+    {
+      std::lock_guard lock(mu_);
+      held.swap(held_);
+    }
+    for (auto& h : held) context_.Post(std::move(h));
   }
 
   void AsyncEdit(const ThreadRef& where, const std::string& message_id, OutboundMessage message,
@@ -144,6 +158,7 @@ class RecordingAdapter : public ChatAdapter {
   int fail_posts = 0;          // the next N posts fail
   bool fail_edits = false;     // every edit fails
   int rate_limited_edits = 0;  // the next N edits get a 429 (retry after 30 ms)
+  bool hold_button_posts = false;  // posts with buttons answer only at ReleaseHeld()
 
  private:
   Context& context_;
@@ -154,6 +169,7 @@ class RecordingAdapter : public ChatAdapter {
   std::vector<SentOp> ops_;
   std::vector<ThreadRef> typing_;
   std::map<std::string, std::string> texts_;
+  std::vector<std::function<void()>> held_;
   int next_id_ = 0;
 };
 

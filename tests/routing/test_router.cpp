@@ -12,6 +12,7 @@
 #include <catch2/catch.hpp>
 
 #include "router_rig.hpp"
+#include "routing/store.hpp"
 #include "sessionturn/backend.hpp"
 #include "sessionturn/router.hpp"
 
@@ -212,6 +213,46 @@ TEST_CASE("router: a question answered by a button press, and a stale button is 
   press.ack = [stale](std::string_view text) { stale->set_value(std::string(text)); };
   rig.router->HandleAction(press);
   CHECK(stale->get_future().get().find("no longer open") != std::string::npos);
+}
+
+TEST_CASE("router: a button pressed before the question's post came back still marks the question's message",
+          "[routing][router]") {
+  TempRoot root;
+  const std::string script = root.File("ask.json", kLanguageQuestion);
+  Rig rig(root, ThreadedCaps(), "script:" + script);
+  rig.adapter.hold_button_posts = true;  // the platform shows the question; its message id comes back late
+  REQUIRE(*rig.Send(Msg("1", "start")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitFor([](const std::vector<SentOp>& ops) {
+    for (const auto& op : ops) {
+      if (!op.buttons.empty()) return true;
+    }
+    return false;
+  }));
+  std::string data, question_message;
+  for (const auto& op : rig.adapter.Ops()) {
+    if (!op.buttons.empty()) {
+      data = op.buttons.at(1).at(0).data;
+      question_message = op.message_id;
+    }
+  }
+  auto acked = std::make_shared<std::promise<std::string>>();
+  InboundAction press{"slack", "W1", "C1", "T1", question_message, "U1", "Ada U1", data, "ev-b1",
+                      [acked](std::string_view text) { acked->set_value(std::string(text)); }};
+  rig.router->HandleAction(press);  // matched by the button's data: answered at once
+  CHECK(acked->get_future().get().empty());
+  REQUIRE(rig.adapter.WaitForText("Answers: lang=Python"));
+  REQUIRE(rig.WaitDelivered(1));
+  CHECK(rig.adapter.CountMessagesWith("Answered by") == 0);  // no id yet: nothing to edit
+  rig.adapter.ReleaseHeld();
+  CHECK(rig.adapter.WaitForText("Answered by Ada U1: Python"));
+  CHECK(rig.router->Stats().open_questions == 0);
+  // Answered before its post came back: never stored as open (a restart must not ask it again).
+  rig.router.reset();
+  auto store = sessionturn::routing::RouterStore::Open(root.path() + "/router.db");
+  REQUIRE(store);
+  auto open = (*store)->ListQuestions();
+  REQUIRE(open);
+  CHECK(open->empty());
 }
 
 TEST_CASE("router: an unanswered question is declined at the answer timeout and the thread is told",
