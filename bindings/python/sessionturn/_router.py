@@ -1,8 +1,8 @@
 """The channel-routing helper from Python: backends, the Router, and chat adapters written in Python.
 
 A bot keeps its own platform library and implements ``ChatAdapter`` (``async def post/edit``, ``capabilities()``);
-the C++ Router, running on the library's worker threads, calls it on the adapter's asyncio loop
-(``run_coroutine_threadsafe``) and gets results and exceptions back. An exception in the adapter is a failed
+the C++ Router, running on the library's worker threads, calls it on the adapter's asyncio loop (its calls queued
+and drained there, many per wake-up) and gets results and exceptions back. An exception in the adapter is a failed
 platform call (raise ``PlatformError`` to say which: a 429 with ``retry_after``, a message that is gone), never a
 crash. Calls that do not finish within ``adapter_timeout`` (the loop stopped or closed) fail with a timeout.
 """
