@@ -9,7 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -402,25 +402,12 @@ st::Status RefuseOnWorker(const st_router* router, const char* what) {
   return {};
 }
 
-// A value a worker hands to a caller that waits for it, with a deadline.
+// Waits up to `timeout` for a worker's report; nullopt when it did not come in time.
 template <typename T>
-struct Handoff {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::optional<T> value;
-  void Set(T v) {
-    {
-      std::lock_guard lock(mu);
-      value = std::move(v);
-    }
-    cv.notify_all();
-  }
-  std::optional<T> Wait(std::chrono::milliseconds timeout) {
-    std::unique_lock lock(mu);
-    if (!cv.wait_for(lock, timeout, [&] { return value.has_value(); })) return std::nullopt;
-    return std::move(value);
-  }
-};
+std::optional<T> WaitFor(std::future<T>& future, std::chrono::milliseconds timeout) {
+  if (future.wait_for(timeout) != std::future_status::ready) return std::nullopt;
+  return future.get();
+}
 
 }  // namespace
 
@@ -503,9 +490,10 @@ ST_API st_status st_router_handle_message_wait(int* disposition, st_router* rout
     if (auto ok = RefuseOnWorker(router, "st_router_handle_message_wait"); !ok) return ok;
     auto m = MessageFrom(message);
     if (!m) return st::Fail(m.error());
-    auto w = std::make_shared<Handoff<st::Result<st::Disposition>>>();
-    router->router->HandleMessage(std::move(*m), [w](st::Result<st::Disposition> d) { w->Set(std::move(d)); });
-    auto got = w->Wait(OrDefault(timeout_ms, std::chrono::seconds(60)));
+    auto taken = std::make_shared<std::promise<st::Result<st::Disposition>>>();
+    auto future = taken->get_future();
+    router->router->HandleMessage(std::move(*m), [taken](st::Result<st::Disposition> d) { taken->set_value(std::move(d)); });
+    auto got = WaitFor(future, OrDefault(timeout_ms, std::chrono::seconds(60)));
     if (!got) return st::Fail(st::Errc::timeout, "the router did not take the message in time (it may still take it)");
     if (!*got) return st::Fail(got->error());
     if (disposition) *disposition = ToCDisposition(**got);
@@ -547,10 +535,11 @@ ST_API st_status st_router_stop(st_router* router, int64_t timeout_ms) {
   return GuardStatus("st_router_stop", [&]() -> st::Status {
     if (auto ok = CheckRouter(router); !ok) return ok;
     if (auto ok = RefuseOnWorker(router, "st_router_stop"); !ok) return ok;
-    auto w = std::make_shared<Handoff<bool>>();
-    router->router->Shutdown([w] { w->Set(true); });
+    auto done = std::make_shared<std::promise<void>>();
+    auto future = done->get_future();
+    router->router->Shutdown([done] { done->set_value(); });
     const auto limit = OrDefault(timeout_ms, router->shutdown_budget + std::chrono::seconds(5));
-    if (!w->Wait(limit))
+    if (future.wait_for(limit) != std::future_status::ready)
       return st::Fail(st::Errc::timeout, "the router's shutdown notices did not go out within " +
                                              std::to_string(limit.count()) + " ms");
     return {};

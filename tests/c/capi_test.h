@@ -98,8 +98,9 @@ typedef struct fixture {
   st_driver *driver;
 } fixture;
 
-/* provider: NULL for echo; script: JSON text written to a file and used as "script:FILE". */
-static inline void fixture_start(fixture *fx, const char *provider, const char *script) {
+/* A temp dir, a context, a local runtime and a driver. provider: NULL for echo; script: JSON text written
+ * to a file and used as "script:FILE"; echo_delay_ms: the pause between the echo provider's deltas. */
+static inline void fixture_start_with(fixture *fx, const char *provider, const char *script, int64_t echo_delay_ms) {
   st_local_runtime_options ro = ST_LOCAL_RUNTIME_OPTIONS_INIT;
   char spec[400];
   memset(fx, 0, sizeof *fx);
@@ -109,7 +110,7 @@ static inline void fixture_start(fixture *fx, const char *provider, const char *
   REQUIRE(st_context_new(&fx->context, NULL) == ST_OK);
   ro.socket_path = fx->socket_path;
   ro.provider = provider;
-  ro.echo_delay_ms = 5;
+  ro.echo_delay_ms = echo_delay_ms;
   if (script) {
     snprintf(fx->script_path, sizeof fx->script_path, "%s/script.json", fx->dir);
     write_file(fx->script_path, script);
@@ -121,20 +122,13 @@ static inline void fixture_start(fixture *fx, const char *provider, const char *
   REQUIRE(st_driver_new_unix(&fx->driver, fx->context, fx->socket_path) == ST_OK);
 }
 
+static inline void fixture_start(fixture *fx, const char *provider, const char *script) {
+  fixture_start_with(fx, provider, script, 5);
+}
+
 /* An echo runtime pacing its deltas `delay_ms` apart (three deltas): a turn of several seconds, time to
  * cancel or interrupt it. */
-static inline void fixture_start_paced(fixture *fx, int64_t delay_ms) {
-  st_local_runtime_options ro = ST_LOCAL_RUNTIME_OPTIONS_INIT;
-  memset(fx, 0, sizeof *fx);
-  strcpy(fx->dir, "/tmp/st_capi_XXXXXX");
-  REQUIRE(mkdtemp(fx->dir) != NULL);
-  snprintf(fx->socket_path, sizeof fx->socket_path, "%s/runtime.sock", fx->dir);
-  REQUIRE(st_context_new(&fx->context, NULL) == ST_OK);
-  ro.socket_path = fx->socket_path;
-  ro.echo_delay_ms = delay_ms;
-  REQUIRE(st_local_runtime_start(&fx->runtime, &ro) == ST_OK);
-  REQUIRE(st_driver_new_unix(&fx->driver, fx->context, fx->socket_path) == ST_OK);
-}
+static inline void fixture_start_paced(fixture *fx, int64_t delay_ms) { fixture_start_with(fx, NULL, NULL, delay_ms); }
 
 /* A script provider that asks one question, then replies with what it got ("Answers: color=blue"). */
 #define QUESTION_SCRIPT                                                                                      \

@@ -35,6 +35,7 @@
 
 namespace py = pybind11;
 namespace st = sessionturn;
+using sessionturn::python::Handoff;
 using sessionturn::python::LibContext;
 using sessionturn::python::NativeAdapter;
 using sessionturn::python::Raise;
@@ -90,35 +91,6 @@ void DropWithoutGil(std::shared_ptr<st::Router>& router) {
   py::gil_scoped_release release;
   router.reset();
 }
-
-// Waits, without the GIL, for a value a worker hands over; Ctrl-C interrupts the wait.
-template <typename T>
-class Waiter {
- public:
-  void Set(T v) {
-    {
-      std::lock_guard lock(mu_);
-      value_ = std::move(v);
-    }
-    cv_.notify_all();
-  }
-  T Wait() {
-    for (;;) {
-      {
-        py::gil_scoped_release release;
-        std::unique_lock lock(mu_);
-        if (cv_.wait_for(lock, std::chrono::milliseconds(50), [&] { return value_.has_value(); }))
-          return std::move(*value_);
-      }
-      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-    }
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::optional<T> value_;
-};
 
 template <typename A>
 class PyPlatformAdapter : public NativeAdapter {
@@ -182,16 +154,16 @@ class PyTelegram final : public PyPlatformAdapter<st::TelegramAdapter> {
 
   void SetCommands() {
     RefuseOnWorker("TelegramAdapter.set_commands()");
-    auto w = std::make_shared<Waiter<st::Status>>();
+    auto w = std::make_shared<Handoff<st::Status>>();
     adapter_->AsyncSetCommands(st::DefaultTelegramCommands(), [w](st::Status s) { w->Set(std::move(s)); });
-    if (auto s = w->Wait(); !s) Raise(s.error());
+    if (auto s = *w->Wait(); !s) Raise(s.error());
   }
 
   void SetWebhook(const std::string& url, const std::string& secret) {
     RefuseOnWorker("TelegramAdapter.set_webhook()");
-    auto w = std::make_shared<Waiter<st::Status>>();
+    auto w = std::make_shared<Handoff<st::Status>>();
     adapter_->AsyncSetWebhook(url, secret, [w](st::Status s) { w->Set(std::move(s)); });
-    if (auto s = w->Wait(); !s) Raise(s.error());
+    if (auto s = *w->Wait(); !s) Raise(s.error());
   }
 
   void SetWebhookSecret(const std::string& secret) { adapter_->SetWebhookSecret(secret); }
@@ -222,7 +194,7 @@ class PyTelegram final : public PyPlatformAdapter<st::TelegramAdapter> {
   py::tuple HandleWebhook(std::optional<std::string> secret, const py::bytes& body, py::object router) {
     RefuseOnWorker("TelegramAdapter.handle_webhook()");
     auto r = sessionturn::python::RouterFor(router, *this);  // held until the answer: a close waits for it
-    auto w = std::make_shared<Waiter<std::pair<int, std::string>>>();
+    auto w = std::make_shared<Handoff<std::pair<int, std::string>>>();
     std::string text = body;
     {
       py::gil_scoped_release release;
@@ -231,7 +203,7 @@ class PyTelegram final : public PyPlatformAdapter<st::TelegramAdapter> {
     }
     std::pair<int, std::string> answer;
     try {
-      answer = w->Wait();
+      answer = *w->Wait();
     } catch (...) {
       DropWithoutGil(r);
       throw;
@@ -335,7 +307,7 @@ class PySlack final : public PyPlatformAdapter<st::SlackAdapter> {
       int status;
       std::string content_type, body;
     };
-    auto w = std::make_shared<Waiter<Answer>>();
+    auto w = std::make_shared<Handoff<Answer>>();
     {
       py::gil_scoped_release release;
       adapter_->HandleEvents(req, *r, [w](int status, std::string type, std::string b) {
@@ -344,7 +316,7 @@ class PySlack final : public PyPlatformAdapter<st::SlackAdapter> {
     }
     Answer a;
     try {
-      a = w->Wait();
+      a = *w->Wait();
     } catch (...) {
       DropWithoutGil(r);
       throw;

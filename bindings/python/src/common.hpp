@@ -4,7 +4,11 @@
 
 #include <pybind11/pybind11.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <functional>
+#include <mutex>
+#include <optional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -65,6 +69,39 @@ class PyHeld {
 
  private:
   py::object o_;
+};
+
+// A value a worker hands to a Python call that waits for it. Wait() waits in slices without the GIL,
+// so Ctrl-C interrupts it (the work goes on): the value, or nullopt when `timeout` passed first.
+template <typename T>
+class Handoff {
+ public:
+  void Set(T v) {
+    {
+      std::lock_guard lock(mu_);
+      value_ = std::move(v);
+    }
+    cv_.notify_all();
+  }
+  std::optional<T> Wait(std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+    const auto deadline = timeout ? std::chrono::steady_clock::now() + *timeout
+                                  : std::chrono::steady_clock::time_point::max();
+    for (;;) {
+      {
+        py::gil_scoped_release release;
+        std::unique_lock lock(mu_);
+        if (cv_.wait_for(lock, std::chrono::milliseconds(50), [&] { return value_.has_value(); }))
+          return std::move(value_);
+      }
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+      if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<T> value_;
 };
 
 // Destroys `owned` (a C++ object whose destructor may wait for `keep`'s workers), without the GIL. Called

@@ -35,13 +35,13 @@
 namespace py = pybind11;
 namespace st = sessionturn;
 using sessionturn::python::DestroyOffWorker;
+using sessionturn::python::Handoff;
 using sessionturn::python::LibContext;
 using sessionturn::python::PyHeld;
 using sessionturn::python::Raise;
 
 namespace {
 
-constexpr std::chrono::milliseconds kSignalPoll{50};
 
 std::chrono::milliseconds Millis(double seconds, const char* what) {
   // NaN and anything past a year (inf) are refused: the conversion below would be undefined.
@@ -522,22 +522,6 @@ py::dict StatsDict(const st::RouterStats& s) {
 
 // ---- The Router ----------------------------------------------------------------------------------------
 
-// Waits for `ready` in slices, without the GIL, so Ctrl-C interrupts the wait (the work goes on).
-template <typename Pred>
-bool WaitInterruptibly(std::mutex& mu, std::condition_variable& cv, Pred ready, std::optional<double> timeout) {
-  const auto deadline = timeout ? std::chrono::steady_clock::now() + Millis(*timeout, "timeout")
-                                : std::chrono::steady_clock::time_point::max();
-  for (;;) {
-    {
-      py::gil_scoped_release release;
-      std::unique_lock lock(mu);
-      if (cv.wait_for(lock, kSignalPoll, ready)) return true;
-    }
-    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-  }
-}
-
 // The Router with the adapter it calls: destroyed together, router first, never with the GIL held.
 // The Router waits (up to 5 s) for its strand to tear down; past that, or on a worker, work still queued
 // may reach the adapter later, so the adapter object is left alive rather than freed under it.
@@ -563,24 +547,11 @@ struct LiveRouter {
   }
 };
 
-// A value a worker hands to a Python call that waits for it.
-template <typename T>
-struct Handoff {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::optional<T> value;
-  void Set(T v) {
-    {
-      std::lock_guard lock(mu);
-      value = std::move(v);
-    }
-    cv.notify_all();
-  }
-  // Waits in slices without the GIL (Ctrl-C interrupts it); false when `timeout` passed first.
-  bool Wait(std::optional<double> timeout) {
-    return WaitInterruptibly(mu, cv, [&] { return value.has_value(); }, timeout);
-  }
-};
+// A Python timeout in seconds (None: none) as a wait limit; a bad one is refused by name.
+std::optional<std::chrono::milliseconds> WaitLimit(std::optional<double> timeout) {
+  if (!timeout) return std::nullopt;
+  return Millis(*timeout, "timeout");
+}
 
 class PyRouter {
  public:
@@ -642,16 +613,16 @@ class PyRouter {
 
   std::string HandleMessageBlocking(py::object message, std::optional<double> timeout) {
     RefuseOnWorker("handle_message", "handle_message_async");
-    if (timeout) Millis(*timeout, "timeout");  // refused before the message is handed over
+    const auto limit = WaitLimit(timeout);  // refused before the message is handed over
     auto w = std::make_shared<Handoff<st::Result<st::Disposition>>>();
     st::InboundMessage m = MessageFrom(message);
     With([&](st::Router& r) {
       r.HandleMessage(std::move(m), [w](st::Result<st::Disposition> d) { w->Set(std::move(d)); });
     });
-    if (!w->Wait(timeout)) Raise(st::Error(st::Errc::timeout, "the router did not take the message in time"));
-    std::lock_guard lock(w->mu);
-    if (!*w->value) Raise(w->value->error());
-    return std::string(st::ToString(**w->value));
+    auto d = w->Wait(limit);
+    if (!d) Raise(st::Error(st::Errc::timeout, "the router did not take the message in time"));
+    if (!*d) Raise(d->error());
+    return std::string(st::ToString(**d));
   }
 
   void HandleAction(py::object action) {
@@ -676,10 +647,10 @@ class PyRouter {
   // True when the shutdown finished within `timeout` (None: however long it takes).
   bool ShutdownAndWait(std::optional<double> timeout) {
     RefuseOnWorker("stop", "stop_async");
-    if (timeout) Millis(*timeout, "timeout");
+    const auto limit = WaitLimit(timeout);
     auto w = std::make_shared<Handoff<bool>>();
     With([&](st::Router& r) { r.Shutdown([w] { w->Set(true); }); });
-    return w->Wait(timeout);
+    return w->Wait(limit).has_value();
   }
 
   py::dict Stats() {
