@@ -1,6 +1,6 @@
 """The turn-latency benchmark's Python comparison: the same exchange as Driver::SubmitTurn over the same
-unix socket (connect, subscribe with history bounds, wait for history.end, send the message, follow our turn
-to turn.completed), standard library only. Prints one latency per turn in milliseconds, then the client's
+unix socket (connect, subscribe with history bounds and the message pipelined behind it, follow our turn to
+turn.completed), standard library only. Prints one latency per turn in milliseconds, then the client's
 CPU time over all turns ("cpu_ms X", interpreter start-up excluded)."""
 import json
 import socket
@@ -14,11 +14,12 @@ def turn(path: str, prompt: str) -> float:
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.connect(path)
     f = s.makefile("rwb", buffering=0)
-    s.sendall(json.dumps({"type": "subscribe", "historyBounds": True, "historyItems": 1,
-                          "historyBytes": 1024}).encode() + b"\n")
     request_id = str(uuid.uuid4())
+    # Pipelined like the driver: the runtime answers one connection's requests in order.
+    s.sendall(json.dumps({"type": "subscribe", "historyBounds": True, "historyItems": 1,
+                          "historyBytes": 1024}).encode() + b"\n" +
+              json.dumps({"type": "message", "requestId": request_id, "text": prompt}).encode() + b"\n")
     turn_id = None
-    sent = False
     reply = []
     buf = b""
     while True:
@@ -35,10 +36,7 @@ def turn(path: str, prompt: str) -> float:
             except ValueError:
                 continue
             t = ev.get("type")
-            if t == "history.end" and not sent:
-                s.sendall(json.dumps({"type": "message", "requestId": request_id, "text": prompt}).encode() + b"\n")
-                sent = True
-            elif t in ("user.message", "user.message.updated") and ev.get("requestId") == request_id:
+            if t in ("user.message", "user.message.updated") and ev.get("requestId") == request_id:
                 turn_id = ev.get("turnId")
             elif turn_id and ev.get("turnId") == turn_id:
                 if t == "assistant.message":

@@ -18,6 +18,7 @@
 
 #include <asio.hpp>
 
+#include "conn/operation_strand.hpp"
 #include "conn/stream_connection.hpp"
 #include "sigpipe.hpp"
 
@@ -52,8 +53,8 @@ constexpr std::size_t kStderrChunkBytes = 1024;
 
 class UnixConnection final : public StreamConnection {
  public:
-  UnixConnection(Context& context, std::string describe, ConnectionLimits limits)
-      : StreamConnection(context, std::move(describe), limits), socket_(strand_) {}
+  UnixConnection(Context& context, Strand strand, std::string describe, ConnectionLimits limits)
+      : StreamConnection(context, std::move(strand), std::move(describe), limits), socket_(strand_) {}
 
   // Connects to `path`, then calls `handler` (on the strand) with the error, if any.
   void Connect(const std::string& path, std::function<void(Status)> handler) {
@@ -70,6 +71,11 @@ class UnixConnection final : public StreamConnection {
       socket_.assign(asio::local::stream_protocol(), fd, ec);
       if (ec) {
         ::close(fd);
+        handler(Fail(Errc::connection_failed, "connect " + Describe() + ": " + ErrorText(ec)));
+        return;
+      }
+      // Reads are synchronous after a readiness wait (StreamConnection::OnReadable).
+      if (socket_.non_blocking(true, ec); ec) {
         handler(Fail(Errc::connection_failed, "connect " + Describe() + ": " + ErrorText(ec)));
         return;
       }
@@ -108,8 +114,12 @@ class UnixConnection final : public StreamConnection {
   }
 
  protected:
-  void ReadSome(asio::mutable_buffer buffer, IoHandler handler) override {
-    socket_.async_read_some(buffer, std::move(handler));
+  void WaitReadable(IoHandler handler) override {
+    socket_.async_wait(asio::socket_base::wait_read,
+                       [handler = std::move(handler)](const std::error_code& ec) { handler(ec, 0); });
+  }
+  std::size_t ReadNow(asio::mutable_buffer buffer, std::error_code& ec) override {
+    return socket_.read_some(buffer, ec);
   }
   void WriteSome(asio::const_buffer buffer, IoHandler handler) override {
     // Asio sends with MSG_NOSIGNAL on Linux: a vanished peer is EPIPE here, not a SIGPIPE.
@@ -138,15 +148,26 @@ class UnixConnector final : public Connector {
       : context_(context), path_(std::move(path)), limits_(limits) {}
 
   void AsyncConnect(ConnectHandler handler) override {
+    Connect(asio::make_strand(context_.io()), std::move(handler));
+  }
+  void AsyncConnectOn(const OperationStrand& strand, ConnectHandler handler) override {
+    Connect(strand.strand, std::move(handler));
+  }
+  bool ConnectsOnStrand() const override { return true; }
+
+  std::string Describe() const override { return "unix:" + path_; }
+
+ private:
+  void Connect(StreamConnection::Strand strand, ConnectHandler handler) {
     if (path_.empty() || path_.size() >= sizeof(sockaddr_un::sun_path)) {
       std::string message = path_.empty() ? std::string("unix socket path is empty")
                                            : "unix socket path is too long (" + std::to_string(path_.size()) +
                                                  " bytes; the system limit is " +
                                                  std::to_string(sizeof(sockaddr_un::sun_path) - 1) + "): " + path_;
-      context_.Post([handler = std::move(handler), message] { handler(Fail(Errc::invalid_argument, message)); });
+      asio::post(strand, [handler = std::move(handler), message] { handler(Fail(Errc::invalid_argument, message)); });
       return;
     }
-    auto connection = std::make_shared<UnixConnection>(context_, Describe(), limits_);
+    auto connection = std::make_shared<UnixConnection>(context_, std::move(strand), Describe(), limits_);
     connection->Connect(path_, [connection, handler = std::move(handler)](Status status) {
       if (!status) {
         handler(tl::unexpected<Error>(status.error()));
@@ -157,9 +178,6 @@ class UnixConnector final : public Connector {
     });
   }
 
-  std::string Describe() const override { return "unix:" + path_; }
-
- private:
   Context& context_;
   std::string path_;
   ConnectionLimits limits_;
@@ -191,12 +209,16 @@ class ProcessConnection final : public StreamConnection {
  public:
   ProcessConnection(Context& context, std::string describe, ConnectionLimits limits, pid_t pid, int stdin_fd,
                     int stdout_fd, int stderr_fd)
-      : StreamConnection(context, std::move(describe), limits),
+      : StreamConnection(context, asio::make_strand(context.io()), std::move(describe), limits),
         pid_(pid),
         stdin_(strand_, stdin_fd),
         stdout_(strand_, stdout_fd),
         stderr_(strand_, stderr_fd),
-        reap_timer_(strand_) {}
+        reap_timer_(strand_) {
+    // Reads are synchronous after a readiness wait (StreamConnection::OnReadable).
+    std::error_code ignored;
+    stdout_.non_blocking(true, ignored);
+  }
 
   ~ProcessConnection() override {
     // Reached with the child still running only when the Context stopped before the close finished:
@@ -224,8 +246,12 @@ class ProcessConnection final : public StreamConnection {
   }
 
  protected:
-  void ReadSome(asio::mutable_buffer buffer, IoHandler handler) override {
-    stdout_.async_read_some(buffer, std::move(handler));
+  void WaitReadable(IoHandler handler) override {
+    stdout_.async_wait(asio::posix::stream_descriptor::wait_read,
+                       [handler = std::move(handler)](const std::error_code& ec) { handler(ec, 0); });
+  }
+  std::size_t ReadNow(asio::mutable_buffer buffer, std::error_code& ec) override {
+    return stdout_.read_some(buffer, ec);
   }
   void WriteSome(asio::const_buffer buffer, IoHandler handler) override {
     stdin_.async_write_some(buffer, std::move(handler));

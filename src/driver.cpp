@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "driver/caller_loop.hpp"
 #include "driver/driver_impl.hpp"
 #include "driver/one_shot_op.hpp"
 #include "driver/turn_op.hpp"
@@ -16,6 +17,7 @@
 namespace sessionturn {
 
 using driver_detail::OneShotHandler;
+using driver_detail::PrivateLoop;
 using driver_detail::OneShotOp;
 using driver_detail::TurnOp;
 using driver_detail::WatchOp;
@@ -108,54 +110,85 @@ using blocking::ReportNow;
 }  // namespace
 
 namespace {
-// Starts a turn op once the checks passed; a failed check is reported without I/O.
-void StartTurn(const std::shared_ptr<Driver::Impl>& impl, Status valid, std::string prompt, TurnTrackerOptions tracker,
-               TurnOptions options, TurnHandler handler) {
-  if (impl->context.Stopped()) {
-    return ReportNow(impl->context, std::move(handler), Result<TurnResult>(Fail(StoppedContextError("the turn"))));
+// Starts a turn op once the checks passed; a failed check is reported without I/O (and no op).
+std::shared_ptr<TurnOp> StartTurn(const std::shared_ptr<Driver::Impl>& impl, PrivateLoop loop, Status valid,
+                                  std::string prompt, TurnTrackerOptions tracker, TurnOptions options,
+                                  TurnHandler handler) {
+  if (impl->context.Stopped() && !loop) {
+    ReportNow(impl->context, std::move(handler), Result<TurnResult>(Fail(StoppedContextError("the turn"))));
+    return nullptr;
   }
-  if (!valid) return ReportNow(impl->context, std::move(handler), Result<TurnResult>(Fail(valid.error())));
+  if (!valid) {
+    ReportNow(impl->context, std::move(handler), Result<TurnResult>(Fail(valid.error())));
+    return nullptr;
+  }
   if (options.cancel.IsCancelled()) {
-    return ReportNow(impl->context, std::move(handler),
-                     Result<TurnResult>(Fail(Errc::cancelled, "the turn was cancelled before it started")));
+    ReportNow(impl->context, std::move(handler),
+              Result<TurnResult>(Fail(Errc::cancelled, "the turn was cancelled before it started")));
+    return nullptr;
   }
-  auto op = std::make_shared<TurnOp>(impl, std::move(prompt), std::move(tracker), std::move(options), std::move(handler));
+  auto op = std::make_shared<TurnOp>(impl, std::move(loop), std::move(prompt), std::move(tracker), std::move(options),
+                                     std::move(handler));
   {
     std::lock_guard lock(impl->mu);
     impl->turns.emplace(op.get(), op);
   }
   op->Start();
+  return op;
+}
+
+std::shared_ptr<TurnOp> SubmitOn(const std::shared_ptr<Driver::Impl>& impl, PrivateLoop loop, std::string prompt,
+                                 TurnOptions options, TurnHandler handler) {
+  Status valid = ValidateTurn(prompt, options);
+  TurnTrackerOptions tracker{options.questions, options.request_id, std::nullopt};
+  return StartTurn(impl, std::move(loop), std::move(valid), std::move(prompt), std::move(tracker), std::move(options),
+                   std::move(handler));
+}
+
+std::shared_ptr<TurnOp> AttachOn(const std::shared_ptr<Driver::Impl>& impl, PrivateLoop loop, TurnRef ref,
+                                 TurnOptions options, TurnHandler handler) {
+  Status valid = ValidateAttach(ref, options);
+  TurnTrackerOptions tracker{options.questions, {}, std::move(ref)};
+  return StartTurn(impl, std::move(loop), std::move(valid), std::string(), std::move(tracker), std::move(options),
+                   std::move(handler));
+}
+
+// A blocking verb. With a connector that runs connections on our strand, the operation `start`
+// makes runs on a private loop on this thread (driver/caller_loop.hpp: no thread hand-off);
+// otherwise on the Context, with this thread waiting for its report.
+template <typename T, typename Op, typename Start>
+Result<T> Blocking(Driver::Impl& impl, std::chrono::milliseconds bound, const char* what, Start start) {
+  if (!impl.connector->ConnectsOnStrand() || impl.context.Stopped()) {
+    return blocking::Call<T>(impl.context, bound, what, [&](auto handler) { start(nullptr, std::move(handler)); });
+  }
+  std::shared_ptr<Op> op;
+  return driver_detail::RunOnCallerLoop<T>(
+      impl.context, bound, what, [&](PrivateLoop loop, auto handler) { op = start(std::move(loop), std::move(handler)); },
+      [&](Error error) {
+        if (op) op->Cancel(std::move(error));
+      });
 }
 }  // namespace
 
 void Driver::AsyncSubmitTurn(std::string prompt, TurnOptions options, TurnHandler handler) {
-  Status valid = ValidateTurn(prompt, options);
-  TurnTrackerOptions tracker{options.questions, options.request_id, std::nullopt};
-  StartTurn(impl_, std::move(valid), std::move(prompt), std::move(tracker), std::move(options), std::move(handler));
+  SubmitOn(impl_, nullptr, std::move(prompt), std::move(options), std::move(handler));
 }
 
 void Driver::AsyncAttachTurn(TurnRef ref, TurnOptions options, TurnHandler handler) {
-  Status valid = ValidateAttach(ref, options);
-  TurnTrackerOptions tracker{options.questions, {}, std::move(ref)};
-  StartTurn(impl_, std::move(valid), std::string(), std::move(tracker), std::move(options), std::move(handler));
+  AttachOn(impl_, nullptr, std::move(ref), std::move(options), std::move(handler));
 }
-
-namespace {
-template <typename Start>
-Result<TurnResult> BlockingTurn(Context& context, const TurnOptions& options, const char* what, Start start) {
-  return blocking::Call<TurnResult>(context, options.timeout + options.abandon_grace, what, std::move(start));
-}
-}  // namespace
 
 Result<TurnResult> Driver::SubmitTurn(std::string prompt, TurnOptions options) {
-  return BlockingTurn(impl_->context, options, "SubmitTurn", [&](TurnHandler h) {
-    AsyncSubmitTurn(std::move(prompt), std::move(options), std::move(h));
+  const auto bound = options.timeout + options.abandon_grace;
+  return Blocking<TurnResult, TurnOp>(*impl_, bound, "SubmitTurn", [&](PrivateLoop loop, TurnHandler h) {
+    return SubmitOn(impl_, std::move(loop), std::move(prompt), std::move(options), std::move(h));
   });
 }
 
 Result<TurnResult> Driver::AttachTurn(TurnRef ref, TurnOptions options) {
-  return BlockingTurn(impl_->context, options, "AttachTurn", [&](TurnHandler h) {
-    AsyncAttachTurn(std::move(ref), std::move(options), std::move(h));
+  const auto bound = options.timeout + options.abandon_grace;
+  return Blocking<TurnResult, TurnOp>(*impl_, bound, "AttachTurn", [&](PrivateLoop loop, TurnHandler h) {
+    return AttachOn(impl_, std::move(loop), std::move(ref), std::move(options), std::move(h));
   });
 }
 
@@ -197,15 +230,22 @@ Status ValidateQueued(const std::string& turn_id, std::int64_t expected_revision
   return ValidateTimeout(timeout, what);
 }
 
-// Starts a one-shot request once the checks passed; a failed check is reported without I/O.
-void StartOneShot(const std::shared_ptr<Driver::Impl>& impl, Status valid, ClientRequest request,
-                  std::chrono::milliseconds timeout, OneShotHandler handler, const char* what) {
-  if (impl->context.Stopped()) {
-    return ReportNow(impl->context, std::move(handler), Result<Event>(Fail(StoppedContextError(what))));
+// Starts a one-shot request once the checks passed; a failed check is reported without I/O (and no op).
+std::shared_ptr<OneShotOp> StartOneShot(const std::shared_ptr<Driver::Impl>& impl, PrivateLoop loop, Status valid,
+                                        ClientRequest request, std::chrono::milliseconds timeout,
+                                        OneShotHandler handler, const char* what) {
+  if (impl->context.Stopped() && !loop) {
+    ReportNow(impl->context, std::move(handler), Result<Event>(Fail(StoppedContextError(what))));
+    return nullptr;
   }
   if (valid) valid = ValidateTimeout(timeout, what);
-  if (!valid) return ReportNow(impl->context, std::move(handler), Result<Event>(Fail(valid.error())));
-  std::make_shared<OneShotOp>(impl, std::move(request), timeout, std::move(handler))->Start();
+  if (!valid) {
+    ReportNow(impl->context, std::move(handler), Result<Event>(Fail(valid.error())));
+    return nullptr;
+  }
+  auto op = std::make_shared<OneShotOp>(impl, std::move(loop), std::move(request), timeout, std::move(handler));
+  op->Start();
+  return op;
 }
 
 // For the requests whose caller only needs to know whether the runtime carried them out.
@@ -214,33 +254,37 @@ OneShotHandler ReportStatus(Driver::StatusHandler handler) {
     if (handler) handler(settled ? Status{} : Status(Fail(settled.error())));
   };
 }
-}  // namespace
 
-void Driver::AsyncInterrupt(StatusHandler handler, std::chrono::milliseconds timeout) {
-  StartOneShot(impl_, {}, ClientRequest::Interrupt(NewRequestId()), timeout, ReportStatus(std::move(handler)),
-               "Interrupt");
+std::shared_ptr<OneShotOp> InterruptOn(const std::shared_ptr<Driver::Impl>& impl, PrivateLoop loop,
+                                       Driver::StatusHandler handler, std::chrono::milliseconds timeout) {
+  return StartOneShot(impl, std::move(loop), {}, ClientRequest::Interrupt(NewRequestId()), timeout,
+                      ReportStatus(std::move(handler)), "Interrupt");
 }
 
-void Driver::AsyncAnswer(std::string input_id, std::map<std::string, std::vector<std::string>> answers,
-                         StatusHandler handler, std::chrono::milliseconds timeout) {
-  StartOneShot(impl_, {}, ClientRequest::Answer(NewRequestId(), std::move(input_id), std::move(answers)), timeout,
-               ReportStatus(std::move(handler)), "Answer");
+std::shared_ptr<OneShotOp> AnswerOn(const std::shared_ptr<Driver::Impl>& impl, PrivateLoop loop, std::string input_id,
+                                    std::map<std::string, std::vector<std::string>> answers,
+                                    Driver::StatusHandler handler, std::chrono::milliseconds timeout) {
+  return StartOneShot(impl, std::move(loop), {},
+                      ClientRequest::Answer(NewRequestId(), std::move(input_id), std::move(answers)), timeout,
+                      ReportStatus(std::move(handler)), "Answer");
 }
 
-void Driver::AsyncDecline(std::string input_id, StatusHandler handler, std::chrono::milliseconds timeout) {
-  StartOneShot(impl_, {}, ClientRequest::Decline(NewRequestId(), std::move(input_id)), timeout,
-               ReportStatus(std::move(handler)), "Decline");
+std::shared_ptr<OneShotOp> DeclineOn(const std::shared_ptr<Driver::Impl>& impl, PrivateLoop loop, std::string input_id,
+                                     Driver::StatusHandler handler, std::chrono::milliseconds timeout) {
+  return StartOneShot(impl, std::move(loop), {}, ClientRequest::Decline(NewRequestId(), std::move(input_id)), timeout,
+                      ReportStatus(std::move(handler)), "Decline");
 }
 
-void Driver::AsyncEditQueued(std::string turn_id, std::string text, std::int64_t expected_revision,
-                             RevisionHandler handler, EditOptions options) {
+std::shared_ptr<OneShotOp> EditQueuedOn(const std::shared_ptr<Driver::Impl>& impl, PrivateLoop loop,
+                                        std::string turn_id, std::string text, std::int64_t expected_revision,
+                                        Driver::RevisionHandler handler, const EditOptions& options) {
   Status valid = ValidateQueued(turn_id, expected_revision, options.timeout, "EditQueued");
   if (valid) valid = ValidatePrompt(text, options.allow_commands, "the edited text");
   auto request = ClientRequest::Edit(NewRequestId(), std::move(turn_id), std::move(text), expected_revision);
   // Noted before it is written: the edited turn's own stream may see the update before this one does.
-  if (valid) impl_->NoteOwnEdit(request.request_id);
-  StartOneShot(
-      impl_, std::move(valid), std::move(request), options.timeout,
+  if (valid) impl->NoteOwnEdit(request.request_id);
+  return StartOneShot(
+      impl, std::move(loop), std::move(valid), std::move(request), options.timeout,
       [handler = std::move(handler), expected_revision](Result<Event> settled) {
         if (!handler) return;
         if (!settled) return handler(Fail(settled.error()));
@@ -250,46 +294,86 @@ void Driver::AsyncEditQueued(std::string turn_id, std::string text, std::int64_t
       "EditQueued");
 }
 
-void Driver::AsyncRemoveQueued(std::string turn_id, std::int64_t expected_revision, StatusHandler handler,
-                               std::chrono::milliseconds timeout) {
+std::shared_ptr<OneShotOp> RemoveQueuedOn(const std::shared_ptr<Driver::Impl>& impl, PrivateLoop loop,
+                                          std::string turn_id, std::int64_t expected_revision,
+                                          Driver::StatusHandler handler, std::chrono::milliseconds timeout) {
   Status valid = ValidateQueued(turn_id, expected_revision, timeout, "RemoveQueued");
-  StartOneShot(impl_, std::move(valid), ClientRequest::Remove(NewRequestId(), std::move(turn_id), expected_revision),
-               timeout, ReportStatus(std::move(handler)), "RemoveQueued");
+  return StartOneShot(impl, std::move(loop), std::move(valid),
+                      ClientRequest::Remove(NewRequestId(), std::move(turn_id), expected_revision), timeout,
+                      ReportStatus(std::move(handler)), "RemoveQueued");
 }
 
-namespace {
+// A blocking one-shot verb that reports a Status.
 template <typename Start>
-Status BlockingStatus(Context& context, std::chrono::milliseconds timeout, const char* what, Start start) {
-  return blocking::CallStatus(context, timeout, what, std::move(start));
+Status BlockingStatus(Driver::Impl& impl, std::chrono::milliseconds timeout, const char* what, Start start) {
+  auto result = Blocking<bool, OneShotOp>(impl, timeout, what, [&](PrivateLoop loop, auto done) {
+    return start(std::move(loop), [done = std::move(done)](Status status) mutable {
+      if (status) {
+        done(true);
+      } else {
+        done(Fail(status.error()));
+      }
+    });
+  });
+  if (!result) return Fail(result.error());
+  return {};
 }
 }  // namespace
 
+void Driver::AsyncInterrupt(StatusHandler handler, std::chrono::milliseconds timeout) {
+  InterruptOn(impl_, nullptr, std::move(handler), timeout);
+}
+
+void Driver::AsyncAnswer(std::string input_id, std::map<std::string, std::vector<std::string>> answers,
+                         StatusHandler handler, std::chrono::milliseconds timeout) {
+  AnswerOn(impl_, nullptr, std::move(input_id), std::move(answers), std::move(handler), timeout);
+}
+
+void Driver::AsyncDecline(std::string input_id, StatusHandler handler, std::chrono::milliseconds timeout) {
+  DeclineOn(impl_, nullptr, std::move(input_id), std::move(handler), timeout);
+}
+
+void Driver::AsyncEditQueued(std::string turn_id, std::string text, std::int64_t expected_revision,
+                             RevisionHandler handler, EditOptions options) {
+  EditQueuedOn(impl_, nullptr, std::move(turn_id), std::move(text), expected_revision, std::move(handler), options);
+}
+
+void Driver::AsyncRemoveQueued(std::string turn_id, std::int64_t expected_revision, StatusHandler handler,
+                               std::chrono::milliseconds timeout) {
+  RemoveQueuedOn(impl_, nullptr, std::move(turn_id), expected_revision, std::move(handler), timeout);
+}
+
 Status Driver::Interrupt(std::chrono::milliseconds timeout) {
-  return BlockingStatus(impl_->context, timeout, "Interrupt", [&](StatusHandler h) { AsyncInterrupt(std::move(h), timeout); });
+  return BlockingStatus(*impl_, timeout, "Interrupt", [&](PrivateLoop loop, StatusHandler h) {
+    return InterruptOn(impl_, std::move(loop), std::move(h), timeout);
+  });
 }
 
 Status Driver::Answer(const std::string& input_id, std::map<std::string, std::vector<std::string>> answers,
                       std::chrono::milliseconds timeout) {
-  return BlockingStatus(impl_->context, timeout, "Answer",
-                        [&](StatusHandler h) { AsyncAnswer(input_id, std::move(answers), std::move(h), timeout); });
+  return BlockingStatus(*impl_, timeout, "Answer", [&](PrivateLoop loop, StatusHandler h) {
+    return AnswerOn(impl_, std::move(loop), input_id, std::move(answers), std::move(h), timeout);
+  });
 }
 
 Status Driver::Decline(const std::string& input_id, std::chrono::milliseconds timeout) {
-  return BlockingStatus(impl_->context, timeout, "Decline",
-                        [&](StatusHandler h) { AsyncDecline(input_id, std::move(h), timeout); });
+  return BlockingStatus(*impl_, timeout, "Decline", [&](PrivateLoop loop, StatusHandler h) {
+    return DeclineOn(impl_, std::move(loop), input_id, std::move(h), timeout);
+  });
 }
 
 Result<std::int64_t> Driver::EditQueued(const std::string& turn_id, std::string text, std::int64_t expected_revision,
                                         EditOptions options) {
-  return blocking::Call<std::int64_t>(impl_->context, options.timeout, "EditQueued", [&](RevisionHandler h) {
-    AsyncEditQueued(turn_id, std::move(text), expected_revision, std::move(h), options);
+  return Blocking<std::int64_t, OneShotOp>(*impl_, options.timeout, "EditQueued", [&](PrivateLoop loop, RevisionHandler h) {
+    return EditQueuedOn(impl_, std::move(loop), turn_id, std::move(text), expected_revision, std::move(h), options);
   });
 }
 
 Status Driver::RemoveQueued(const std::string& turn_id, std::int64_t expected_revision,
                             std::chrono::milliseconds timeout) {
-  return BlockingStatus(impl_->context, timeout, "RemoveQueued",
-                        [&](StatusHandler h) { AsyncRemoveQueued(turn_id, expected_revision, std::move(h), timeout); });
+  return BlockingStatus(*impl_, timeout, "RemoveQueued", [&](PrivateLoop loop, StatusHandler h) {
+    return RemoveQueuedOn(impl_, std::move(loop), turn_id, expected_revision, std::move(h), timeout);
+  });
 }
 
 void Driver::DetachTurns() {

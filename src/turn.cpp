@@ -52,13 +52,23 @@ ClientRequest TurnTracker::OnConnected() {
   // A cursor exists once the first history.start told us the journal (or the caller handed us one to
   // attach at): from then on every subscribe resumes, so the replay holds exactly what we missed (and
   // a reset tells us when it cannot).
-  resuming_ = !journal_id_.empty() || attached_;
+  // A message written before the runtime named its journal (pipelined on a connection that dropped
+  // before history.start) may have been accepted: replay the retained journal to find its echo.
+  const bool blind = message_sent_on_ > 0 && journal_id_.empty();
+  resuming_ = !journal_id_.empty() || attached_ || blind;
   if (resuming_) {
     // Bounds on (history.start reports resets) but no page size: a condensed page would strip the
     // requestIds and turnIds we follow, so a resume asks for the raw replay of what we missed.
     return ClientRequest::Subscribe(last_event_id_, journal_id_, true, 0, 0);
   }
   return ClientRequest::Subscribe(0, "", true, kTurnHistoryItems, kTurnHistoryBytes);
+}
+
+std::optional<ClientRequest> TurnTracker::PipelinedMessage() {
+  if (!connected_ || resuming_ || attached_ || phase_ != TurnPhase::subscribing || abandon_reason_) return std::nullopt;
+  phase_ = TurnPhase::submitted;
+  message_sent_on_ = connections_;
+  return ClientRequest::Message(request_id_, prompt_);
 }
 
 void TurnTracker::OnDisconnected() {
@@ -163,8 +173,11 @@ void TurnTracker::HandleHistoryEnd(const Event& event, TurnStep& step) {
     // already shown the echo if the runtime got it; a resend under the same requestId covers the case
     // where it never arrived.
     if (abandon_reason_) return;
+    // Pipelined on this connection: the echo follows.
+    if (phase_ == TurnPhase::submitted && message_sent_on_ == connections_) return;
     step.requests.push_back(ClientRequest::Message(request_id_, prompt_));
     phase_ = TurnPhase::submitted;
+    message_sent_on_ = connections_;
     return;
   }
   if (phase_ == TurnPhase::submitted) {

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sessionturn/context.hpp"
@@ -15,6 +16,9 @@
 #include "sessionturn/protocol.hpp"
 
 namespace sessionturn {
+
+// The strand an operation runs on (internal: src/conn/operation_strand.hpp).
+struct OperationStrand;
 
 // Default bound of the lines queued on our side before the consumer takes them. Beyond it the
 // connection fails with Errc::too_large rather than grow without limit.
@@ -62,6 +66,20 @@ class Connector {
   using ConnectHandler = std::function<void(Result<std::shared_ptr<Connection>> connection)>;
   virtual ~Connector() = default;
   virtual void AsyncConnect(ConnectHandler handler) = 0;
+  // Connects with the connection's I/O and its handlers (and `handler`) on the strand of the operation
+  // that connects, which may belong to an io_context other than the Context's: a blocking call's
+  // private loop, run by the calling thread (Driver::SubmitTurn and the other blocking verbs do their
+  // I/O there, with no thread hand-off). The unix connector and the local backend's do so: one strand
+  // per turn, shared with its connection. OperationStrand is internal (src/conn/operation_strand.hpp);
+  // the default ignores it and connects on the Context, which is correct (the caller binds every
+  // handler to its own strand) at the price of a thread hand-off per callback.
+  virtual void AsyncConnectOn(const OperationStrand& strand, ConnectHandler handler) {
+    (void)strand;
+    AsyncConnect(std::move(handler));
+  }
+  // True when AsyncConnectOn runs the connection on the strand it is given; then a blocking Driver
+  // call runs its operation on a private loop on the calling thread.
+  virtual bool ConnectsOnStrand() const { return false; }
   virtual std::string Describe() const = 0;
 };
 

@@ -112,6 +112,15 @@ class TurnTracker {
   // page would drop the ids we follow). Call it once per connection.
   ClientRequest OnConnected();
 
+  // Pipelining: call right after OnConnected() and write what it returns right after the subscribe.
+  // On a new turn's first connection the prompt need not wait for the replay: the runtime handles one
+  // connection's requests in order, so the echo still follows history.end, and the turn saves a round
+  // trip. Nothing on a resume (a reconnect, an attach): there history.end comes first, because the
+  // replay up to the cursor decides whether the message was already accepted. A message written
+  // before the runtime named its journal makes the next connection replay the whole retained journal
+  // (raw), so that an echo the dropped connection never delivered is still found and not sent twice.
+  std::optional<ClientRequest> PipelinedMessage();
+
   // The stream dropped. Events not yet seen will come from the replay after the next OnConnected(),
   // and decisions on questions not yet confirmed are written again after it.
   void OnDisconnected();
@@ -206,6 +215,7 @@ class TurnTracker {
   int connections_ = 0;
   bool connected_ = false;
   bool resuming_ = false;    // this connection's subscribe carried a cursor
+  int message_sent_on_ = 0;  // the connection (number) the message was last written on, 0: never
   ResetKind reset_ = ResetKind::none;  // history.start reported a reset: decide at history.end
   std::string reset_reason_;
   // After a reset of the same journal the cursor is rewound so the replay can show our turn; events at

@@ -2,12 +2,14 @@
 // stopping a runtime, WaitReady (start on demand, then poll until it serves) and the connector a
 // ReadyTarget carries. Every wait is an Asio timer on the backend's Context; no worker sleeps.
 #include <algorithm>
+#include <optional>
 
 #include <asio.hpp>
 
 #include "backend/local_backend.hpp"
 #include "backend/local_process.hpp"
 #include "blocking.hpp"
+#include "conn/operation_strand.hpp"
 
 namespace sessionturn::local {
 namespace {
@@ -190,12 +192,17 @@ class SessionConnector final : public Connector, public std::enable_shared_from_
  public:
   SessionConnector(std::shared_ptr<Core> core, std::string name) : core_(std::move(core)), name_(std::move(name)) {}
 
-  void AsyncConnect(ConnectHandler handler) override { Attempt(std::move(handler), false); }
+  void AsyncConnect(ConnectHandler handler) override { Attempt(std::nullopt, std::move(handler), false); }
+  // The runtime's socket on the caller's strand (a blocking turn's private loop, or the turn's own).
+  void AsyncConnectOn(const OperationStrand& strand, ConnectHandler handler) override {
+    Attempt(strand, std::move(handler), false);
+  }
+  bool ConnectsOnStrand() const override { return true; }
 
   std::string Describe() const override { return "local:" + name_ + " (unix:" + core_->Paths(name_).socket + ")"; }
 
  private:
-  void Attempt(ConnectHandler handler, bool rechecked) {
+  void Attempt(std::optional<OperationStrand> strand, ConnectHandler handler, bool rechecked) {
     if (core_->closed.load()) {
       blocking::ReportNow(
           core_->context, std::move(handler),
@@ -208,25 +215,31 @@ class SessionConnector final : public Connector, public std::enable_shared_from_
         blocking::ReportNow(core_->context, std::move(handler),
                             Result<std::shared_ptr<Connection>>(Fail(Errc::connection_failed, socket.error().message)));
       } else {
-        Recheck(std::move(handler));
+        Recheck(std::move(strand), std::move(handler));
       }
       return;
     }
     // The directory descriptor behind a long path lives until the connect has completed.
     auto held = std::make_shared<SocketPath>(std::move(*socket));
     auto inner = MakeUnixConnector(core_->context, held->path());
-    inner->AsyncConnect([self = shared_from_this(), held, rechecked,
-                         handler = std::move(handler)](Result<std::shared_ptr<Connection>> c) mutable {
+    auto connected = [self = shared_from_this(), held, rechecked, strand,
+                      handler = std::move(handler)](Result<std::shared_ptr<Connection>> c) mutable {
       if (c || rechecked || !NothingListens(c.error())) return handler(std::move(c));
-      self->Recheck(std::move(handler));
-    });
+      self->Recheck(std::move(strand), std::move(handler));
+    };
+    if (strand) {
+      inner->AsyncConnectOn(*strand, std::move(connected));
+    } else {
+      inner->AsyncConnect(std::move(connected));
+    }
   }
 
   // Nothing listens: the runtime idle-exited (or crashed) since; start it as WaitReady would.
-  void Recheck(ConnectHandler handler) {
+  void Recheck(std::optional<OperationStrand> strand, ConnectHandler handler) {
     const auto deadline = SteadyClock::now() + core_->options.start_timeout;
     WaitReady(core_, name_, deadline, {}, {},
-              [self = shared_from_this(), handler = std::move(handler)](Result<ReadyTarget> ready) mutable {
+              [self = shared_from_this(), strand = std::move(strand),
+               handler = std::move(handler)](Result<ReadyTarget> ready) mutable {
                 if (!ready) {
                   // The driver retries a connect that failed `unavailable` as a busy runtime; a Session
                   // suspended by its owner is not going to answer a retry, so it is a failed connect.
@@ -234,7 +247,7 @@ class SessionConnector final : public Connector, public std::enable_shared_from_
                   if (e.code == Errc::unavailable) e.code = Errc::connection_failed;
                   return handler(Fail(std::move(e)));
                 }
-                self->Attempt(std::move(handler), true);
+                self->Attempt(std::move(strand), std::move(handler), true);
               });
   }
 

@@ -1,5 +1,6 @@
 #include "conn/stream_connection.hpp"
 
+#include <memory>
 #include <utility>
 
 namespace sessionturn::conn {
@@ -9,9 +10,9 @@ std::string ErrorText(const std::error_code& ec) {
   return ec.message();
 }
 
-StreamConnection::StreamConnection(Context& context, std::string describe, ConnectionLimits limits)
+StreamConnection::StreamConnection(Context& context, Strand strand, std::string describe, ConnectionLimits limits)
     : context_(context),
-      strand_(asio::make_strand(context.io())),
+      strand_(std::move(strand)),
       describe_(std::move(describe)),
       in_(limits, describe_, &context) {}
 
@@ -31,7 +32,6 @@ void StreamConnection::Start() {
   PostOnStrand([this] {
     if (started_ || down_) return;
     started_ = true;
-    read_buffer_.resize(kReadChunkBytes);
     ReadLoop();
   });
 }
@@ -79,21 +79,40 @@ void StreamConnection::TearDown(const Error& write_error) {
 void StreamConnection::ReadLoop() {
   if (down_ || reading_) return;
   reading_ = true;
-  ReadSome(asio::buffer(read_buffer_),
-           OnStrand([this](const std::error_code& ec, std::size_t bytes) { OnRead(ec, bytes); }));
+  WaitReadable(OnStrand([this](const std::error_code& ec, std::size_t) { OnReadable(ec); }));
 }
 
-void StreamConnection::OnRead(const std::error_code& ec, std::size_t bytes) {
+namespace {
+// The scratch buffer reads land in: one per thread, lent to whichever connection that thread is
+// reading for (LineQueue::Feed copies what it keeps).
+char* Scratch() {
+  thread_local std::unique_ptr<char[]> buffer(new char[kReadChunkBytes]);
+  return buffer.get();
+}
+}  // namespace
+
+void StreamConnection::OnReadable(const std::error_code& wait_error) {
   reading_ = false;
   if (down_) return;
-  if (bytes > 0 && !in_.Feed(std::string_view(read_buffer_.data(), bytes))) {
-    // The queue bound was exceeded: the queue holds the too_large error for the reader.
-    TearDown(Error(Errc::too_large, describe_ + ": connection failed: too many unread lines queued"));
+  if (wait_error) {
+    OnReadEnded(wait_error);
     return;
   }
-  if (ec) {
-    OnReadEnded(ec);
-    return;
+  char* scratch = Scratch();
+  for (int i = 0; i < kReadsPerWake; ++i) {
+    std::error_code ec;
+    const std::size_t bytes = ReadNow(asio::buffer(scratch, kReadChunkBytes), ec);
+    if (bytes > 0 && !in_.Feed(std::string_view(scratch, bytes))) {
+      // The queue bound was exceeded: the queue holds the too_large error for the reader.
+      TearDown(Error(Errc::too_large, describe_ + ": connection failed: too many unread lines queued"));
+      return;
+    }
+    if (ec == asio::error::would_block || ec == asio::error::try_again) break;
+    if (ec) {
+      OnReadEnded(ec);
+      return;
+    }
+    if (bytes < kReadChunkBytes || down_) break;  // drained for now
   }
   ReadLoop();
 }

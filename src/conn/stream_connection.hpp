@@ -16,9 +16,12 @@
 
 namespace sessionturn::conn {
 
-// Bytes asked for per read. Small enough that ten thousand idle connections stay cheap (the buffer
-// lives as long as the connection), large enough that a burst of events costs few syscalls.
-inline constexpr std::size_t kReadChunkBytes = 16u << 10;
+// Bytes read per read(2). A connection holds no read buffer of its own: it waits until its transport
+// is readable and then reads into its thread's scratch buffer of this size, so ten thousand idle (or
+// waiting) connections cost no buffer memory, and a burst costs few syscalls.
+inline constexpr std::size_t kReadChunkBytes = 64u << 10;
+// Reads per wake-up before the connection waits again (and lets other connections run).
+inline constexpr int kReadsPerWake = 4;
 
 // Lifetime: always owned by a shared_ptr; every pending handler holds one, so the object outlives
 // its operations. Users see it through ConnectionHandle, whose destructor closes it: dropping the
@@ -28,7 +31,9 @@ class StreamConnection : public std::enable_shared_from_this<StreamConnection> {
   using Strand = asio::strand<asio::io_context::executor_type>;
   using IoHandler = std::function<void(const std::error_code& ec, std::size_t bytes)>;
 
-  StreamConnection(Context& context, std::string describe, ConnectionLimits limits);
+  // Every handler runs on `strand`: the connecting operation's own (Connector::AsyncConnectOn), or a
+  // new one on the Context.
+  StreamConnection(Context& context, Strand strand, std::string describe, ConnectionLimits limits);
   virtual ~StreamConnection() = default;
   StreamConnection(const StreamConnection&) = delete;
   StreamConnection& operator=(const StreamConnection&) = delete;
@@ -45,7 +50,11 @@ class StreamConnection : public std::enable_shared_from_this<StreamConnection> {
  protected:
   // Transport hooks, called on the strand. Completion handlers may be called on any thread; the
   // base binds them to the strand.
-  virtual void ReadSome(asio::mutable_buffer buffer, IoHandler handler) = 0;
+  // Waits until the read side is readable (bytes, its end, or an error); `bytes` is unused.
+  virtual void WaitReadable(IoHandler handler) = 0;
+  // Reads what is there without blocking: the byte count, with `ec` would_block when there was
+  // nothing, eof at the end.
+  virtual std::size_t ReadNow(asio::mutable_buffer buffer, std::error_code& ec) = 0;
   virtual void WriteSome(asio::const_buffer buffer, IoHandler handler) = 0;
   // Closes the descriptors (and, for a child, starts stopping it). Called once, on the strand.
   virtual void ShutDown() = 0;
@@ -67,14 +76,13 @@ class StreamConnection : public std::enable_shared_from_this<StreamConnection> {
 
  private:
   void ReadLoop();
-  void OnRead(const std::error_code& ec, std::size_t bytes);
+  void OnReadable(const std::error_code& ec);
   void WriteLoop();
   void OnWritten(const std::error_code& ec, std::size_t bytes);
   void TearDown(const Error& write_error);
 
   LineQueue in_;
   WriteQueue out_;
-  std::vector<char> read_buffer_;
   bool started_ = false;
   bool reading_ = false;
   bool writing_ = false;

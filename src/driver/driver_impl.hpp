@@ -21,6 +21,11 @@ namespace sessionturn::driver_detail {
 
 using Strand = asio::strand<asio::io_context::executor_type>;
 
+// A blocking call's private loop (driver/caller_loop.hpp), or null for an operation on the Context.
+// An operation holds it as its first member, so the loop outlives the operation's strand and timers,
+// and a late Cancel from another thread never posts into a destroyed loop.
+using PrivateLoop = std::shared_ptr<asio::io_context>;
+
 class TurnOp;
 class WatchOp;
 
@@ -61,6 +66,11 @@ struct DriverState {
     if (context.ShouldLog(level)) context.Log(level, message);
   }
 };
+
+// The strand of a new operation: on its private loop, or on the Context.
+inline Strand MakeOperationStrand(DriverState& driver, const PrivateLoop& loop) {
+  return asio::make_strand(loop ? *loop : driver.context.io());
+}
 
 // "5s" or "250ms".
 std::string Seconds(std::chrono::milliseconds ms);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "conn/operation_strand.hpp"
+
 namespace sessionturn::driver_detail {
 namespace {
 
@@ -50,9 +52,11 @@ void EventStream::ReconnectNow() {
 void EventStream::Connect() {
   if (closed_) return;
   connecting_ = true;
-  driver_->connector->AsyncConnect([self = shared_from_this()](Result<std::shared_ptr<Connection>> result) {
-    asio::post(self->strand_, [self, result = std::move(result)]() mutable { self->OnConnect(std::move(result)); });
-  });
+  // On our strand: a connector that can runs the connection on it too (one strand per operation).
+  driver_->connector->AsyncConnectOn(
+      OperationStrand{strand_}, [self = shared_from_this()](Result<std::shared_ptr<Connection>> result) {
+        asio::post(self->strand_, [self, result = std::move(result)]() mutable { self->OnConnect(std::move(result)); });
+      });
 }
 
 void EventStream::OnConnect(Result<std::shared_ptr<Connection>> result) {

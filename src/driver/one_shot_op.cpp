@@ -1,5 +1,7 @@
 #include "driver/one_shot_op.hpp"
 
+#include "conn/operation_strand.hpp"
+
 namespace sessionturn::driver_detail {
 namespace {
 
@@ -14,10 +16,11 @@ bool Settles(const ClientRequest& request, const Event& event) {
 
 }  // namespace
 
-OneShotOp::OneShotOp(std::shared_ptr<DriverState> driver, ClientRequest request, std::chrono::milliseconds timeout,
-                     OneShotHandler handler)
-    : driver_(std::move(driver)),
-      strand_(asio::make_strand(driver_->context.io())),
+OneShotOp::OneShotOp(std::shared_ptr<DriverState> driver, PrivateLoop loop, ClientRequest request,
+                     std::chrono::milliseconds timeout, OneShotHandler handler)
+    : loop_(std::move(loop)),
+      driver_(std::move(driver)),
+      strand_(MakeOperationStrand(*driver_, loop_)),
       request_(std::move(request)),
       timeout_(timeout),
       handler_(std::move(handler)),
@@ -35,9 +38,16 @@ void OneShotOp::Start() {
       self->End(Fail(Errc::timeout, "the runtime did not answer the " + self->request_.type + " request within " +
                                         Seconds(self->timeout_)));
     });
-    self->driver_->connector->AsyncConnect([self](Result<std::shared_ptr<Connection>> result) {
-      asio::post(self->strand_, [self, result = std::move(result)]() mutable { self->OnConnect(std::move(result)); });
-    });
+    self->driver_->connector->AsyncConnectOn(
+        OperationStrand{self->strand_}, [self](Result<std::shared_ptr<Connection>> result) {
+          asio::post(self->strand_, [self, result = std::move(result)]() mutable { self->OnConnect(std::move(result)); });
+        });
+  });
+}
+
+void OneShotOp::Cancel(Error error) {
+  asio::post(strand_, [weak = weak_from_this(), error = std::move(error)]() mutable {
+    if (auto self = weak.lock()) self->End(Fail(std::move(error)));
   });
 }
 

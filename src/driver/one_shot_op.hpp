@@ -15,8 +15,11 @@ using OneShotHandler = std::function<void(Result<Event> settled)>;
 
 class OneShotOp : public std::enable_shared_from_this<OneShotOp> {
  public:
-  OneShotOp(std::shared_ptr<DriverState> driver, ClientRequest request, std::chrono::milliseconds timeout,
-            OneShotHandler handler);
+  // `loop`: a blocking call's private loop, or null to run on the Context.
+  OneShotOp(std::shared_ptr<DriverState> driver, PrivateLoop loop, ClientRequest request,
+            std::chrono::milliseconds timeout, OneShotHandler handler);
+  // From any thread: ends the request with `error` (its Context was stopped under a blocking call).
+  void Cancel(Error error);
   void Start();
 
  private:
@@ -25,6 +28,7 @@ class OneShotOp : public std::enable_shared_from_this<OneShotOp> {
   void OnLine(Result<std::string> line);
   void End(Result<Event> result);
 
+  PrivateLoop loop_;  // first: destroyed after everything below that uses it
   std::shared_ptr<DriverState> driver_;
   Strand strand_;
   ClientRequest request_;

@@ -4,10 +4,11 @@
 
 namespace sessionturn::driver_detail {
 
-TurnOp::TurnOp(std::shared_ptr<DriverState> driver, std::string prompt, TurnTrackerOptions tracker,
+TurnOp::TurnOp(std::shared_ptr<DriverState> driver, PrivateLoop loop, std::string prompt, TurnTrackerOptions tracker,
                TurnOptions options, TurnHandler handler)
-    : driver_(std::move(driver)),
-      strand_(asio::make_strand(driver_->context.io())),
+    : loop_(std::move(loop)),
+      driver_(std::move(driver)),
+      strand_(MakeOperationStrand(*driver_, loop_)),
       tracker_(std::move(prompt), std::move(tracker)),
       options_(std::move(options)),
       handler_(std::move(handler)),
@@ -20,23 +21,29 @@ void TurnOp::Start() {
   asio::post(strand_, [self = shared_from_this()] { self->OnStart(); });
 }
 
+// Cancel, Detach and Respond come from other threads and hold the turn weakly: a turn that finished
+// meanwhile has nothing to do, and on a private loop that its caller no longer runs the queued job
+// must not keep the turn (and with it the loop) alive.
 void TurnOp::Cancel(Error error) {
-  asio::post(strand_, [self = shared_from_this(), error = std::move(error)]() mutable {
-    self->AbandonWith(std::move(error));
+  asio::post(strand_, [weak = weak_from_this(), error = std::move(error)]() mutable {
+    if (auto self = weak.lock()) self->AbandonWith(std::move(error));
   });
 }
 
 void TurnOp::Detach() {
-  asio::post(strand_, [self = shared_from_this()] { self->OnDetach(); });
+  asio::post(strand_, [weak = weak_from_this()] {
+    if (auto self = weak.lock()) self->OnDetach();
+  });
 }
 
 void TurnOp::Respond(std::string input_id, std::optional<std::map<std::string, std::vector<std::string>>> answers) {
-  asio::post(strand_, [self = shared_from_this(), input_id = std::move(input_id), answers = std::move(answers)]() mutable {
-    self->OnRespond(input_id, std::move(answers));
+  asio::post(strand_, [weak = weak_from_this(), input_id = std::move(input_id), answers = std::move(answers)]() mutable {
+    if (auto self = weak.lock()) self->OnRespond(input_id, std::move(answers));
   });
 }
 
 void TurnOp::ReleaseStopped() {
+  if (loop_) return;  // runs on its caller's thread, not on the stopped Context
   if (stream_) stream_->Close();
   stream_.reset();
 }
@@ -96,7 +103,15 @@ Error TurnOp::DetachedError() const {
   return Error(Errc::cancelled, "turn " + turn + " was detached and is still running in the Session" + cursor);
 }
 
-std::vector<ClientRequest> TurnOp::OnStreamUp(bool /*reconnected*/) { return {tracker_.OnConnected()}; }
+std::vector<ClientRequest> TurnOp::OnStreamUp(bool /*reconnected*/) {
+  std::vector<ClientRequest> requests{tracker_.OnConnected()};
+  // A new turn's first connection writes its prompt right behind the subscribe (TurnTracker).
+  if (auto message = tracker_.PipelinedMessage()) {
+    message_written_at_ = std::chrono::steady_clock::now();
+    requests.push_back(std::move(*message));
+  }
+  return requests;
+}
 
 void TurnOp::OnStreamEvent(const Event& event) {
   if (done_) return;

@@ -27,8 +27,9 @@ namespace driver_detail {
 class TurnOp : public std::enable_shared_from_this<TurnOp>, public EventStream::Owner {
  public:
   // A new turn for `prompt`, or (options.attach in `tracker`) one submitted before.
-  TurnOp(std::shared_ptr<DriverState> driver, std::string prompt, TurnTrackerOptions tracker, TurnOptions options,
-         TurnHandler handler);
+  // `loop`: a blocking call's private loop, or null to run on the Context.
+  TurnOp(std::shared_ptr<DriverState> driver, PrivateLoop loop, std::string prompt, TurnTrackerOptions tracker,
+         TurnOptions options, TurnHandler handler);
 
   void Start();
   // From any thread.
@@ -62,6 +63,7 @@ class TurnOp : public std::enable_shared_from_this<TurnOp>, public EventStream::
   TurnResult MakeResult(TurnOutcome outcome) const;
   void Finish(Result<TurnResult> result);
 
+  PrivateLoop loop_;  // first: destroyed after everything below that uses it
   std::shared_ptr<DriverState> driver_;
   Strand strand_;
   TurnTracker tracker_;

@@ -5,7 +5,7 @@ namespace sessionturn::driver_detail {
 WatchOp::WatchOp(std::shared_ptr<DriverState> driver, WatchOptions options, WatchCallback callback,
                  WatchEndHandler on_end)
     : driver_(std::move(driver)),
-      strand_(asio::make_strand(driver_->context.io())),
+      strand_(MakeOperationStrand(*driver_, nullptr)),
       options_(std::move(options)),
       callback_(std::move(callback)),
       on_end_(std::move(on_end)) {

@@ -127,8 +127,19 @@ class WrapConnector : public Connector {
   WrapConnector(std::shared_ptr<Connector> inner, int drop_first_after, bool junk)
       : WrapConnector(std::move(inner), Faults{drop_first_after, junk, {}, -1, {}}) {}
   WrapConnector(std::shared_ptr<Connector> inner, Faults faults) : inner_(std::move(inner)), faults_(std::move(faults)) {}
-  void AsyncConnect(ConnectHandler handler) override {
-    inner_->AsyncConnect([this, handler = std::move(handler)](Result<std::shared_ptr<Connection>> c) {
+  void AsyncConnect(ConnectHandler handler) override { inner_->AsyncConnect(Wrap(std::move(handler))); }
+  // Forwarded: with the unix connector inside, a blocking turn runs on its caller's private loop with
+  // the faults on it, so the fault tests cover that path (the Async ones cover the Context's).
+  void AsyncConnectOn(const OperationStrand& strand, ConnectHandler handler) override {
+    inner_->AsyncConnectOn(strand, Wrap(std::move(handler)));
+  }
+  bool ConnectsOnStrand() const override { return inner_->ConnectsOnStrand(); }
+  std::string Describe() const override { return "wrap:" + inner_->Describe(); }
+  int connections() const { return connections_.load(); }
+
+ private:
+  ConnectHandler Wrap(ConnectHandler handler) {
+    return [this, handler = std::move(handler)](Result<std::shared_ptr<Connection>> c) {
       if (!c) {
         handler(std::move(c));
         return;
@@ -141,12 +152,9 @@ class WrapConnector : public Connector {
         faults.fail_write = -1;
       }
       handler(std::shared_ptr<Connection>(std::make_shared<WrapConnection>(std::move(*c), std::move(faults))));
-    });
+    };
   }
-  std::string Describe() const override { return "wrap:" + inner_->Describe(); }
-  int connections() const { return connections_.load(); }
 
- private:
   std::shared_ptr<Connector> inner_;
   Faults faults_;
   std::atomic<int> connections_{0};

@@ -714,3 +714,84 @@ TEST_CASE("turn: events after the end are ignored and Outcome before the end is 
   CHECK_FALSE(t.OnEvent(Text("assistant.message", 3, "late")).deliver);
   CHECK(OutcomeOf(t).text.empty());
 }
+
+TEST_CASE("turn: pipelined, the message follows the subscribe on the first connection and is not sent twice",
+          "[turn][pipeline]") {
+  TurnTracker t("hello", TurnTrackerOptions{QuestionPolicy::decline, kRid, std::nullopt});
+  ClientRequest sub = t.OnConnected();
+  CHECK(sub.history_items == 1);
+  auto message = t.PipelinedMessage();
+  REQUIRE(message.has_value());
+  CHECK(message->type == "message");
+  CHECK(message->request_id == kRid);
+  CHECK(message->text == "hello");
+  CHECK(t.phase() == TurnPhase::submitted);
+  CHECK_FALSE(t.PipelinedMessage().has_value());  // once
+  t.OnEvent(HistoryStart(7));
+  CHECK(t.OnEvent(Ev("history.end")).requests.empty());  // already written on this connection
+  auto step = t.OnEvent(Echo(8));
+  CHECK(step.accepted);
+  t.OnEvent(TurnEv("turn.started", 9));
+  t.OnEvent(Text("assistant.message", 10, "hi"));
+  t.OnEvent(Completed(11, "completed"));
+  CHECK(OutcomeOf(t).text == "hi");
+}
+
+TEST_CASE("turn: pipelining never applies to a resume, an attach or an abandoned turn", "[turn][pipeline]") {
+  SECTION("a reconnect after history.start resumes and sends after history.end") {
+    TurnTracker t("hello", TurnTrackerOptions{QuestionPolicy::decline, kRid, std::nullopt});
+    t.OnConnected();
+    REQUIRE(t.PipelinedMessage());
+    t.OnEvent(HistoryStart(7));
+    t.OnDisconnected();
+    ClientRequest sub = t.OnConnected();
+    CHECK(sub.since == 7);
+    CHECK(sub.journal_id == "j1");
+    CHECK_FALSE(t.PipelinedMessage().has_value());
+    t.OnEvent(HistoryStart(7));
+    auto step = t.OnEvent(Ev("history.end"));  // no echo in the replay: written again, same request id
+    REQUIRE(step.requests.size() == 1);
+    CHECK(step.requests[0].request_id == kRid);
+  }
+  SECTION("an attach") {
+    TurnTracker t("", TurnTrackerOptions{QuestionPolicy::decline, {}, TurnRef{kRid, "", 3, "j1", 1}});
+    t.OnConnected();
+    CHECK_FALSE(t.PipelinedMessage().has_value());
+  }
+  SECTION("before OnConnected") {
+    TurnTracker t("hello", TurnTrackerOptions{QuestionPolicy::decline, kRid, std::nullopt});
+    CHECK_FALSE(t.PipelinedMessage().has_value());
+  }
+}
+
+TEST_CASE("turn: a pipelined message whose connection dropped before history.start is looked for in a full replay",
+          "[turn][pipeline]") {
+  TurnTracker t("hello", TurnTrackerOptions{QuestionPolicy::decline, kRid, std::nullopt});
+  t.OnConnected();
+  REQUIRE(t.PipelinedMessage());
+  t.OnDisconnected();  // nothing arrived: the runtime may or may not have accepted it
+  ClientRequest sub = t.OnConnected();
+  CHECK(sub.type == "subscribe");
+  CHECK(sub.since == 0);
+  CHECK(sub.history_items == 0);  // raw: a condensed page carries no request ids
+  CHECK(sub.history_bytes == 0);
+  CHECK_FALSE(t.PipelinedMessage().has_value());
+
+  SECTION("accepted before the drop: found in the replay, not sent again") {
+    t.OnEvent(HistoryStart(9));
+    t.OnEvent(Echo(4, "someone-else", "turn-1"));
+    auto echo = t.OnEvent(Echo(9, kRid, "turn-2"));
+    CHECK(echo.accepted);
+    CHECK(echo.deliver);  // never delivered before the drop
+    CHECK(t.OnEvent(Ev("history.end")).requests.empty());
+    CHECK(t.turn_id() == "turn-2");
+  }
+  SECTION("never accepted: sent after the replay") {
+    t.OnEvent(HistoryStart(9));
+    t.OnEvent(Echo(4, "someone-else", "turn-1"));
+    auto step = t.OnEvent(Ev("history.end"));
+    REQUIRE(step.requests.size() == 1);
+    CHECK(step.requests[0].type == "message");
+    CHECK(step.requests[0].request_id == kRid);
+  }
+}
