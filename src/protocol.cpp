@@ -275,7 +275,8 @@ std::string SimdError(simdjson::error_code code) { return simdjson::error_messag
 // runtime has changed field types before).
 class EventDecoder {
  public:
-  Result<Event> Decode(std::string_view line, std::vector<FieldMismatch>* mismatches) {
+  Status Decode(std::string_view line, Event& ev, std::vector<FieldMismatch>* mismatches) {
+    ev.Reset();
     // simdjson needs SIMDJSON_PADDING readable bytes after the input; copy into a reused buffer.
     buffer_.resize(line.size() + simdjson::SIMDJSON_PADDING);
     std::memcpy(buffer_.data(), line.data(), line.size());
@@ -289,12 +290,11 @@ class EventDecoder {
     }
     sj::object obj;
     if (auto err = root.get_object().get(obj); err) return Fail(Errc::protocol_error, "not a JSON object");
-    Event ev;
     Mismatches m(mismatches);
     for (sj::key_value_pair kv : obj) Field(FieldOf(kv.key), kv.key, kv.value, ev, m);
     ev.line.assign(line.data(), line.size());
     MaybeShrink(line.size());
-    return ev;
+    return {};
   }
 
  private:
@@ -344,10 +344,28 @@ class EventDecoder {
     }
   }
 
-  // Nested values we keep as JSON. simdjson validated the document, so the minified text parses.
+  // Nested values we keep as JSON, built from simdjson's tape directly (no minified text parsed again).
+  // The depth is bounded by simdjson's (it refused deeper documents).
   static Json Nested(sj::element v) {
-    Json out = Json::parse(simdjson::minify(v), nullptr, /*allow_exceptions=*/false);
-    return out.is_discarded() ? Json() : out;
+    switch (v.type()) {
+      case sj::element_type::ARRAY: {
+        Json out = Json::array();
+        for (sj::element item : sj::array(v)) out.push_back(Nested(item));
+        return out;
+      }
+      case sj::element_type::OBJECT: {
+        Json out = Json::object();
+        for (sj::key_value_pair kv : sj::object(v)) out[std::string(kv.key)] = Nested(kv.value);
+        return out;
+      }
+      case sj::element_type::INT64: return Json(std::int64_t(v));
+      case sj::element_type::UINT64: return Json(std::uint64_t(v));
+      case sj::element_type::DOUBLE: return Json(double(v));
+      case sj::element_type::STRING: return Json(std::string(std::string_view(v)));
+      case sj::element_type::BOOL: return Json(bool(v));
+      case sj::element_type::NULL_VALUE: return Json();
+    }
+    return Json();
   }
 
   static void Field(sessionturn::Field f, std::string_view key, sj::element v, Event& ev, Mismatches& m) {
@@ -431,14 +449,53 @@ Json Event::Raw() const {
 
 bool SameEvent(const Event& a, const Event& b) { return EventToJson(a) == EventToJson(b); }
 
-Result<Event> DecodeEvent(std::string_view line, std::vector<FieldMismatch>* mismatches) {
+void Event::Reset() noexcept {
+  id = 0;
+  type.clear();
+  timestamp.clear();
+  request_id.clear();
+  turn_id.clear();
+  text.clear();
+  revision = 0;
+  status.clear();
+  session_command = false;
+  tool_id.clear();
+  tool_name.clear();
+  output.clear();
+  input_id.clear();
+  questions.clear();
+  diff = nullptr;
+  first_event_id = 0;
+  last_event_id = 0;
+  journal_id.clear();
+  reset = false;
+  history_limited = false;
+  history_page = false;
+  history_cursor.clear();
+  history_state.reset();
+  runtime.reset();
+  goal = nullptr;
+  attachments = nullptr;
+  line.clear();
+}
+
+Status DecodeEventInto(std::string_view line, Event& event, std::vector<FieldMismatch>* mismatches) {
   // One decoder (parser state and buffers, reused across lines) per thread.
   thread_local EventDecoder decoder;
   try {
-    return decoder.Decode(line, mismatches);
+    Status decoded = decoder.Decode(line, event, mismatches);
+    if (!decoded) event.Reset();
+    return decoded;
   } catch (const std::exception& e) {  // allocation failure; simdjson itself does not throw here
+    event.Reset();
     return Fail(Errc::protocol_error, std::string("cannot decode event: ") + e.what());
   }
+}
+
+Result<Event> DecodeEvent(std::string_view line, std::vector<FieldMismatch>* mismatches) {
+  Event event;
+  if (auto decoded = DecodeEventInto(line, event, mismatches); !decoded) return Fail(decoded.error());
+  return event;
 }
 
 std::vector<std::string> FieldMismatchMemo::Note(std::string_view event_type,

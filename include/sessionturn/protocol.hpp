@@ -167,6 +167,10 @@ struct Event {
   Json Raw() const;
 
   bool Is(std::string_view t) const noexcept { return type == t; }
+
+  // Empties every field but keeps the strings' capacity, so that an Event refilled line after line
+  // (DecodeEventInto) allocates nothing once it has seen lines of the stream's usual sizes.
+  void Reset() noexcept;
 };
 
 // Equality over the modelled fields (ignores `line`).
@@ -221,6 +225,11 @@ struct FieldMismatch {
 // Such a field is left empty, `line` keeps the bytes intact, and the field is listed in `mismatches`
 // (when given) so the caller can report it (see FieldMismatchMemo).
 Result<Event> DecodeEvent(std::string_view line, std::vector<FieldMismatch>* mismatches = nullptr);
+
+// As DecodeEvent, into `event`, which is Reset first and reuses its strings' capacity: a consumer
+// of a long stream decodes into one Event without an allocation per line. On failure `event` is
+// left Reset.
+Status DecodeEventInto(std::string_view line, Event& event, std::vector<FieldMismatch>* mismatches = nullptr);
 // Requests decode strictly, as the runtime's own decoder does: a field of the wrong type is an error
 // naming it ("\"text\" must be a string"); the runtime closes a connection that sends one.
 Result<ClientRequest> DecodeRequest(std::string_view line);

@@ -215,17 +215,17 @@ class SessionConnector final : public Connector, public std::enable_shared_from_
         blocking::ReportNow(core_->context, std::move(handler),
                             Result<std::shared_ptr<Connection>>(Fail(Errc::connection_failed, socket.error().message)));
       } else {
-        Recheck(std::move(strand), std::move(handler));
+        Recheck(std::move(handler));
       }
       return;
     }
     // The directory descriptor behind a long path lives until the connect has completed.
     auto held = std::make_shared<SocketPath>(std::move(*socket));
     auto inner = MakeUnixConnector(core_->context, held->path());
-    auto connected = [self = shared_from_this(), held, rechecked, strand,
+    auto connected = [self = shared_from_this(), held, rechecked,
                       handler = std::move(handler)](Result<std::shared_ptr<Connection>> c) mutable {
       if (c || rechecked || !NothingListens(c.error())) return handler(std::move(c));
-      self->Recheck(std::move(strand), std::move(handler));
+      self->Recheck(std::move(handler));
     };
     if (strand) {
       inner->AsyncConnectOn(*strand, std::move(connected));
@@ -235,11 +235,12 @@ class SessionConnector final : public Connector, public std::enable_shared_from_
   }
 
   // Nothing listens: the runtime idle-exited (or crashed) since; start it as WaitReady would.
-  void Recheck(std::optional<OperationStrand> strand, ConnectHandler handler) {
+  // Reported on the Context, so the connection is made there too: one on the operation's strand must
+  // complete on that strand, which a blocking caller may have stopped running by then.
+  void Recheck(ConnectHandler handler) {
     const auto deadline = SteadyClock::now() + core_->options.start_timeout;
     WaitReady(core_, name_, deadline, {}, {},
-              [self = shared_from_this(), strand = std::move(strand),
-               handler = std::move(handler)](Result<ReadyTarget> ready) mutable {
+              [self = shared_from_this(), handler = std::move(handler)](Result<ReadyTarget> ready) mutable {
                 if (!ready) {
                   // The driver retries a connect that failed `unavailable` as a busy runtime; a Session
                   // suspended by its owner is not going to answer a retry, so it is a failed connect.
@@ -247,7 +248,7 @@ class SessionConnector final : public Connector, public std::enable_shared_from_
                   if (e.code == Errc::unavailable) e.code = Errc::connection_failed;
                   return handler(Fail(std::move(e)));
                 }
-                self->Attempt(std::move(strand), std::move(handler), true);
+                self->Attempt(std::nullopt, std::move(handler), true);
               });
   }
 

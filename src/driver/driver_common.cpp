@@ -26,24 +26,23 @@ std::string Seconds(std::chrono::milliseconds ms) {
   return std::to_string(ms.count()) + "ms";
 }
 
-std::optional<Event> DecodeStreamLine(DriverState& state, std::string_view line, std::string_view who) {
+bool DecodeStreamLine(DriverState& state, std::string_view line, std::string_view who, Event& into) {
   if (!LooksLikeJsonObject(line)) {
     // Text the transport interleaved (a shell's banner on the exec path): not protocol.
     state.Log(LogLevel::debug, std::string(who) + ": skipping a line that is not a JSON object: " + Preview(line));
-    return std::nullopt;
+    return false;
   }
   std::vector<FieldMismatch> mismatches;
-  auto event = DecodeEvent(line, &mismatches);
-  if (!event) {
+  if (auto decoded = DecodeEventInto(line, into, &mismatches); !decoded) {
     // It looks like an event and is not one: a broken runtime or transport, worth a warning.
     state.Log(LogLevel::warning, std::string(who) + ": skipping a line that is not valid JSON (" +
-                                     event.error().message + "): " + Preview(line));
-    return std::nullopt;
+                                     decoded.error().message + "): " + Preview(line));
+    return false;
   }
   if (!mismatches.empty()) {
-    for (const auto& message : state.mismatches.Note(event->type, mismatches)) state.Log(LogLevel::warning, message);
+    for (const auto& message : state.mismatches.Note(into.type, mismatches)) state.Log(LogLevel::warning, message);
   }
-  return std::move(*event);
+  return true;
 }
 
 }  // namespace sessionturn::driver_detail

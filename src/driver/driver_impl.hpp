@@ -77,8 +77,9 @@ std::string Seconds(std::chrono::milliseconds ms);
 
 // Decodes one line from a runtime stream. Lines that are not JSON objects are skipped (PROTOCOL.md
 // §2: the exec path can interleave other text) with a trace in the log; a mistyped field keeps the
-// event and is logged once per field. Returns nothing for a skipped line.
-std::optional<Event> DecodeStreamLine(DriverState& state, std::string_view line, std::string_view who);
+// event and is logged once per field. Decodes into `into` (reused line after line: its strings keep
+// their capacity); false for a skipped line.
+bool DecodeStreamLine(DriverState& state, std::string_view line, std::string_view who, Event& into);
 
 // Runs a caller's callback. An exception from it must not unwind through our handlers (it would
 // leave the operation without a pending read, stuck until its deadline): log it and carry on.

@@ -23,8 +23,10 @@ std::chrono::milliseconds Backoff(const ReconnectPolicy& policy, int attempt) {
 
 }  // namespace
 
-EventStream::EventStream(std::shared_ptr<DriverState> driver, Strand strand, ReconnectPolicy policy, std::string who)
-    : driver_(std::move(driver)),
+EventStream::EventStream(std::shared_ptr<DriverState> driver, PrivateLoop loop, Strand strand, ReconnectPolicy policy,
+                         std::string who)
+    : loop_(std::move(loop)),
+      driver_(std::move(driver)),
       strand_(std::move(strand)),
       policy_(policy),
       who_(std::move(who)),
@@ -52,10 +54,19 @@ void EventStream::ReconnectNow() {
 void EventStream::Connect() {
   if (closed_) return;
   connecting_ = true;
-  // On our strand: a connector that can runs the connection on it too (one strand per operation).
+  // On our strand: a connector that can runs the connection on it too (one strand per operation). The
+  // report may come from another thread after a blocking caller stopped running its loop: it keeps the
+  // loop alive to post into, and holds the stream weakly so that a job nobody runs holds nothing.
   driver_->connector->AsyncConnectOn(
-      OperationStrand{strand_}, [self = shared_from_this()](Result<std::shared_ptr<Connection>> result) {
-        asio::post(self->strand_, [self, result = std::move(result)]() mutable { self->OnConnect(std::move(result)); });
+      OperationStrand{strand_}, [weak = weak_from_this(), loop = loop_,
+                                 strand = strand_](Result<std::shared_ptr<Connection>> result) {
+        asio::post(strand, [weak, result = std::move(result)]() mutable {
+          if (auto self = weak.lock()) {
+            self->OnConnect(std::move(result));
+          } else if (result) {
+            (*result)->Close();
+          }
+        });
       });
 }
 
@@ -103,8 +114,8 @@ void EventStream::OnLine(std::uint64_t gen, Result<std::string> line) {
     OnDrop(line.error());
     return;
   }
-  auto event = DecodeStreamLine(*driver_, *line, who_);
-  if (event) {
+  if (DecodeStreamLine(*driver_, *line, who_, event_)) {
+    const Event* event = &event_;
     // Progress (a new journaled event, or a complete replay) proves the stream works: the reconnect
     // budget is for consecutive failures, and a stream that drops before any progress must not
     // reconnect forever.

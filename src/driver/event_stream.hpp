@@ -29,7 +29,10 @@ class EventStream : public std::enable_shared_from_this<EventStream> {
     virtual void OnStreamFailed(Error error) = 0;
   };
 
-  EventStream(std::shared_ptr<DriverState> driver, Strand strand, ReconnectPolicy policy, std::string who);
+  // `loop`: the operation's private loop (or null on the Context), kept alive by a connect that may
+  // complete on another thread (the local backend's connector starts a stopped runtime on the Context).
+  EventStream(std::shared_ptr<DriverState> driver, PrivateLoop loop, Strand strand, ReconnectPolicy policy,
+              std::string who);
 
   // Connects for the first time. `owner` must outlive every call into it (the stream checks).
   void Start(std::weak_ptr<Owner> owner);
@@ -56,6 +59,7 @@ class EventStream : public std::enable_shared_from_this<EventStream> {
   void Fail(Error error);
   std::shared_ptr<Owner> LockOwner();
 
+  PrivateLoop loop_;
   std::shared_ptr<DriverState> driver_;
   Strand strand_;
   ReconnectPolicy policy_;
@@ -72,6 +76,7 @@ class EventStream : public std::enable_shared_from_this<EventStream> {
   int reconnects_ = 0;
   std::int64_t max_event_id_ = 0;  // the highest journaled id seen: a higher one is progress
   std::string last_drop_;
+  Event event_;  // decoded into line after line (OnLine runs on the strand, never nested)
 };
 
 }  // namespace sessionturn::driver_detail

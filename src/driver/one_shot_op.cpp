@@ -38,9 +38,18 @@ void OneShotOp::Start() {
       self->End(Fail(Errc::timeout, "the runtime did not answer the " + self->request_.type + " request within " +
                                         Seconds(self->timeout_)));
     });
+    // As EventStream::Connect: the report may come from another thread after a blocking caller
+    // stopped running its loop.
     self->driver_->connector->AsyncConnectOn(
-        OperationStrand{self->strand_}, [self](Result<std::shared_ptr<Connection>> result) {
-          asio::post(self->strand_, [self, result = std::move(result)]() mutable { self->OnConnect(std::move(result)); });
+        OperationStrand{self->strand_}, [weak = self->weak_from_this(), loop = self->loop_,
+                                         strand = self->strand_](Result<std::shared_ptr<Connection>> result) {
+          asio::post(strand, [weak, result = std::move(result)]() mutable {
+            if (auto op = weak.lock()) {
+              op->OnConnect(std::move(result));
+            } else if (result) {
+              (*result)->Close();
+            }
+          });
         });
   });
 }
@@ -80,7 +89,8 @@ void OneShotOp::OnLine(Result<std::string> line) {
                                         request_.type + " request: " + line.error().message));
     return;
   }
-  if (auto event = DecodeStreamLine(*driver_, *line, request_.type)) {
+  if (Event decoded; DecodeStreamLine(*driver_, *line, request_.type, decoded)) {
+    Event* event = &decoded;
     // The runtime's word on our request carries its requestId: a rejection, or the event it caused.
     if (event->request_id == request_.request_id) {
       if (event->Is(event_type::kError)) {

@@ -63,7 +63,7 @@ void TurnOp::OnStart() {
     });
   }
   if (done_) return;  // cancelled synchronously above
-  stream_ = std::make_shared<EventStream>(driver_, strand_, options_.reconnect, "turn");
+  stream_ = std::make_shared<EventStream>(driver_, loop_, strand_, options_.reconnect, "turn");
   stream_->Start(weak_from_this());
 }
 

@@ -16,7 +16,7 @@ WatchOp::WatchOp(std::shared_ptr<DriverState> driver, WatchOptions options, Watc
 void WatchOp::Start() {
   asio::post(strand_, [self = shared_from_this()] {
     if (self->done_) return;
-    self->stream_ = std::make_shared<EventStream>(self->driver_, self->strand_, self->options_.reconnect, "watch");
+    self->stream_ = std::make_shared<EventStream>(self->driver_, nullptr, self->strand_, self->options_.reconnect, "watch");
     self->stream_->Start(self->weak_from_this());
   });
 }

@@ -19,8 +19,9 @@ typedef struct collector {
   int raw_ok;
   latch first_event;
   latch completed;
-  st_driver *driver; /* for the would_block case */
+  st_driver *driver; /* for the would_block and nested_blocking cases */
   st_status nested_status;
+  char nested_text[256];
 } collector;
 
 static void collector_init(collector *c) {
@@ -485,16 +486,48 @@ static void test_interrupt(void) {
   fixture_stop(&fx);
 }
 
-/* A blocking call from a callback (a Context worker) is refused, not deadlocked. */
+/* A blocking call from a callback on a Context worker (an async turn's) is refused, not deadlocked. */
 static void on_event_nested(const st_event *e, void *payload) {
   collector *c = (collector *)payload;
   st_turn_result *res = NULL;
   if (c->nested_status == 1 && strcmp(e->type, "turn.started") == 0) {
     c->nested_status = st_driver_submit_turn(&res, c->driver, "nested", NULL);
+    if (res != NULL) {
+      pthread_mutex_lock(&c->mutex);
+      snprintf(c->nested_text, sizeof c->nested_text, "%s", st_turn_result_text(res));
+      pthread_mutex_unlock(&c->mutex);
+      st_turn_result_free(res);
+    }
   }
 }
 
 static void test_would_block(void) {
+  fixture fx;
+  collector c;
+  async_done d;
+  st_turn_options to = ST_TURN_OPTIONS_INIT;
+
+  fixture_start(&fx, NULL, NULL);
+  collector_init(&c);
+  memset(&d, 0, sizeof d);
+  latch_init(&d.done);
+  c.driver = fx.driver;
+  to.on_event = on_event_nested;
+  to.payload = &c;
+  to.timeout_ms = WAIT_SECONDS * 1000;
+  REQUIRE(st_driver_submit_turn_async(fx.driver, "outer", &to, on_done, &d) == ST_OK);
+  REQUIRE(latch_wait(&d.done, 1));
+  CHECK(d.status == ST_OK);
+  CHECK(c.nested_status == ST_E_WOULD_BLOCK);
+  st_turn_result_free(d.result);
+  latch_destroy(&d.done);
+  collector_destroy(&c);
+  fixture_stop(&fx);
+}
+
+/* A blocking turn over a unix socket runs on the calling thread (its own loop): a blocking call from
+ * its callback is not on a worker, so it runs, nested, and the outer turn carries on after it. */
+static void test_nested_blocking(void) {
   fixture fx;
   collector c;
   st_turn_options to = ST_TURN_OPTIONS_INIT;
@@ -507,7 +540,10 @@ static void test_would_block(void) {
   to.payload = &c;
   to.timeout_ms = WAIT_SECONDS * 1000;
   REQUIRE(st_driver_submit_turn(&res, fx.driver, "outer", &to) == ST_OK);
-  CHECK(c.nested_status == ST_E_WOULD_BLOCK);
+  CHECK(st_turn_result_status(res) == ST_TURN_COMPLETED);
+  CHECK(strstr(st_turn_result_text(res), "outer") != NULL);
+  CHECK(c.nested_status == ST_OK);
+  CHECK(strstr(c.nested_text, "nested") != NULL);
   st_turn_result_free(res);
   collector_destroy(&c);
   fixture_stop(&fx);
@@ -1053,6 +1089,7 @@ static const test_case kCases[] = {
     {"cancel", test_cancel},
     {"interrupt", test_interrupt},
     {"would_block", test_would_block},
+    {"nested_blocking", test_nested_blocking},
     {"watch", test_watch},
     {"exec_driver", test_exec_driver},
     {"turn_ref", test_turn_ref},

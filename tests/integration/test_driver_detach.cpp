@@ -5,6 +5,8 @@
 #include <poll.h>
 
 #include <cstdio>
+#include <mutex>
+#include <vector>
 #include <utility>
 
 #include "driver_support.hpp"
@@ -286,19 +288,63 @@ TEST_CASE("detach: with nothing in flight it does nothing, and later turns run n
   CHECK(f.driver->TurnsInFlight() == 0);
 }
 
+namespace {
+// A connector whose connects never complete until released (then they fail): a turn stays before
+// its first connection.
+class StalledConnector : public Connector {
+ public:
+  void AsyncConnect(ConnectHandler handler) override {
+    std::lock_guard lock(mu_);
+    held_.push_back(std::move(handler));
+  }
+  std::string Describe() const override { return "stalled"; }
+  void Release() {
+    std::vector<ConnectHandler> held;
+    {
+      std::lock_guard lock(mu_);
+      held.swap(held_);
+    }
+    for (auto& h : held) h(Fail(Errc::connection_failed, "test: released"));
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<ConnectHandler> held_;
+};
+}  // namespace
+
 TEST_CASE("detach: before the prompt was sent, nothing is sent", "[driver][detach]") {
-  TempDir dir;
-  QuietPeer peer(dir.path + "/peer.sock");
+  // A new turn's prompt goes out right behind its subscribe (pipelined): the only moment before it
+  // is sent is before the first connection is up.
   Context ctx;
-  Driver driver(ctx, MakeUnixConnector(ctx, dir.path + "/peer.sock"));
+  auto connector = std::make_shared<StalledConnector>();
+  Driver driver(ctx, connector);
   auto turn = Submit(driver, "never sent");
-  peer.Accept();
-  CHECK(Contains(peer.ReadLine(), "\"type\":\"subscribe\""));
-  driver.DetachTurns();  // still waiting for the replay (history.end)
+  driver.DetachTurns();  // ordered after the turn's start on its strand
   auto r = Get(turn);
   REQUIRE_FALSE(r.has_value());
   CHECK(r.error().code == Errc::cancelled);
   CHECK(Contains(r.error().message, "before its prompt was sent"));
+  connector->Release();  // the late connect finds the turn gone and leaves nothing behind
+}
+
+TEST_CASE("detach: a prompt pipelined behind the subscribe, before the replay, is named by its request id",
+          "[driver][detach]") {
+  TempDir dir;
+  QuietPeer peer(dir.path + "/peer.sock");
+  Context ctx;
+  Driver driver(ctx, MakeUnixConnector(ctx, dir.path + "/peer.sock"));
+  TurnOptions o;
+  o.request_id = "req-detach-0";
+  auto turn = Submit(driver, "pipelined", o);
+  peer.Accept();
+  CHECK(Contains(peer.ReadLine(), "\"type\":\"subscribe\""));
+  CHECK(Contains(peer.ReadLine(), "req-detach-0"));  // the message, before any replay
+  driver.DetachTurns();
+  auto r = Get(turn);
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.error().code == Errc::cancelled);
+  CHECK(Contains(r.error().message, "before the runtime confirmed its prompt (request req-detach-0)"));
   CHECK(peer.ReadToEnd().empty());  // the connection closed with nothing more written
 }
 
@@ -316,7 +362,7 @@ TEST_CASE("detach: a prompt sent but not yet confirmed is named by its request i
              "\n"
              R"({"type":"history.end"})"
              "\n");
-  const std::string message = peer.ReadLine();
+  const std::string message = peer.ReadLine();  // pipelined: written before the replay came
   CHECK(Contains(message, "\"type\":\"message\""));
   CHECK(Contains(message, "req-detach-1"));
   driver.DetachTurns();
