@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <future>
 #include <memory>
 #include <string>
@@ -35,11 +36,13 @@ inline Error StoppedContextError(std::string_view what) {
 
 // Waits for an operation's report. It always reports by its deadline unless the Context was stopped
 // under it (then nothing runs any more): notice that within kStoppedPoll instead of waiting it out.
+// `each_poll`, when given, runs on the waiting thread after every kStoppedPoll without a report.
 template <typename T>
 Result<T> Wait(const Context& context, std::future<Result<T>>& future, std::chrono::milliseconds bound,
-               std::string_view what) {
+               std::string_view what, const std::function<void()>& each_poll = {}) {
   const auto deadline = std::chrono::steady_clock::now() + bound + kWaitMargin;
   while (future.wait_for(kStoppedPoll) != std::future_status::ready) {
+    if (each_poll) each_poll();
     if (context.Stopped()) {
       // A handler may still be finishing on a worker that is being joined: give it one more look.
       if (future.wait_for(kStoppedPoll) == std::future_status::ready) break;
@@ -55,12 +58,13 @@ Result<T> Wait(const Context& context, std::future<Result<T>>& future, std::chro
 
 // Runs `start(handler)` and waits for the handler's Result<T>. `bound` is the operation's own bound.
 template <typename T, typename Start>
-Result<T> Call(const Context& context, std::chrono::milliseconds bound, std::string_view what, Start&& start) {
+Result<T> Call(const Context& context, std::chrono::milliseconds bound, std::string_view what, Start&& start,
+               const std::function<void()>& each_poll = {}) {
   if (auto refused = RefuseOnWorker(context, what); !refused) return Fail(refused.error());
   auto promise = std::make_shared<std::promise<Result<T>>>();
   auto future = promise->get_future();
   start([promise](Result<T> result) { promise->set_value(std::move(result)); });
-  return Wait(context, future, bound, what);
+  return Wait(context, future, bound, what, each_poll);
 }
 
 // As Call, for operations that report a Status.

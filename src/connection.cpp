@@ -121,9 +121,9 @@ class UnixConnection final : public StreamConnection {
   std::size_t ReadNow(asio::mutable_buffer buffer, std::error_code& ec) override {
     return socket_.read_some(buffer, ec);
   }
-  void WriteSome(asio::const_buffer buffer, IoHandler handler) override {
+  void WriteSome(const std::vector<asio::const_buffer>& buffers, IoHandler handler) override {
     // Asio sends with MSG_NOSIGNAL on Linux: a vanished peer is EPIPE here, not a SIGPIPE.
-    socket_.async_write_some(buffer, std::move(handler));
+    socket_.async_write_some(buffers, std::move(handler));
   }
   void ShutDown() override {
     std::error_code ignored;
@@ -253,8 +253,8 @@ class ProcessConnection final : public StreamConnection {
   std::size_t ReadNow(asio::mutable_buffer buffer, std::error_code& ec) override {
     return stdout_.read_some(buffer, ec);
   }
-  void WriteSome(asio::const_buffer buffer, IoHandler handler) override {
-    stdin_.async_write_some(buffer, std::move(handler));
+  void WriteSome(const std::vector<asio::const_buffer>& buffers, IoHandler handler) override {
+    stdin_.async_write_some(buffers, std::move(handler));
   }
 
   void ShutDown() override {

@@ -156,17 +156,27 @@ std::shared_ptr<TurnOp> AttachOn(const std::shared_ptr<Driver::Impl>& impl, Priv
 // A blocking verb. With a connector that runs connections on our strand, the operation `start`
 // makes runs on a private loop on this thread (driver/caller_loop.hpp: no thread hand-off);
 // otherwise on the Context, with this thread waiting for its report.
+// `keep_waiting` (TurnOptions::keep_waiting) is asked on this thread about every 100 ms.
 template <typename T, typename Op, typename Start>
-Result<T> Blocking(Driver::Impl& impl, std::chrono::milliseconds bound, const char* what, Start start) {
-  if (!impl.connector->ConnectsOnStrand() || impl.context.Stopped()) {
-    return blocking::Call<T>(impl.context, bound, what, [&](auto handler) { start(nullptr, std::move(handler)); });
-  }
+Result<T> Blocking(Driver::Impl& impl, std::chrono::milliseconds bound, const char* what, Start start,
+                   const std::function<bool()>& keep_waiting = {}) {
   std::shared_ptr<Op> op;
+  auto cancel = [&op](Error error) {
+    if (op) op->Cancel(std::move(error));
+  };
+  if (!impl.connector->ConnectsOnStrand() || impl.context.Stopped()) {
+    bool given_up = false;
+    return blocking::Call<T>(
+        impl.context, bound, what, [&](auto handler) { op = start(nullptr, std::move(handler)); },
+        [&] {
+          if (!keep_waiting || given_up || keep_waiting()) return;
+          given_up = true;
+          cancel(Error(Errc::cancelled, "the turn was cancelled by the caller"));
+        });
+  }
   return driver_detail::RunOnCallerLoop<T>(
       impl.context, bound, what, [&](PrivateLoop loop, auto handler) { op = start(std::move(loop), std::move(handler)); },
-      [&](Error error) {
-        if (op) op->Cancel(std::move(error));
-      });
+      cancel, keep_waiting);
 }
 }  // namespace
 
@@ -180,16 +190,24 @@ void Driver::AsyncAttachTurn(TurnRef ref, TurnOptions options, TurnHandler handl
 
 Result<TurnResult> Driver::SubmitTurn(std::string prompt, TurnOptions options) {
   const auto bound = options.timeout + options.abandon_grace;
-  return Blocking<TurnResult, TurnOp>(*impl_, bound, "SubmitTurn", [&](PrivateLoop loop, TurnHandler h) {
-    return SubmitOn(impl_, std::move(loop), std::move(prompt), std::move(options), std::move(h));
-  });
+  std::function<bool()> keep_waiting = std::move(options.keep_waiting);
+  return Blocking<TurnResult, TurnOp>(
+      *impl_, bound, "SubmitTurn",
+      [&](PrivateLoop loop, TurnHandler h) {
+        return SubmitOn(impl_, std::move(loop), std::move(prompt), std::move(options), std::move(h));
+      },
+      keep_waiting);
 }
 
 Result<TurnResult> Driver::AttachTurn(TurnRef ref, TurnOptions options) {
   const auto bound = options.timeout + options.abandon_grace;
-  return Blocking<TurnResult, TurnOp>(*impl_, bound, "AttachTurn", [&](PrivateLoop loop, TurnHandler h) {
-    return AttachOn(impl_, std::move(loop), std::move(ref), std::move(options), std::move(h));
-  });
+  std::function<bool()> keep_waiting = std::move(options.keep_waiting);
+  return Blocking<TurnResult, TurnOp>(
+      *impl_, bound, "AttachTurn",
+      [&](PrivateLoop loop, TurnHandler h) {
+        return AttachOn(impl_, std::move(loop), std::move(ref), std::move(options), std::move(h));
+      },
+      keep_waiting);
 }
 
 WatchHandle Driver::Watch(WatchOptions options, WatchCallback callback, WatchEndHandler on_end) {

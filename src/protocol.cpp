@@ -3,99 +3,12 @@
 #include <cstring>
 #include <random>
 
-#include <simdjson.h>
-
+#include "event_encode.hpp"
+#include "protocol_mismatches.hpp"
 #include "unicode.hpp"
 
 namespace sessionturn {
 namespace {
-
-// Top-level fields of an event, decoded straight from the SAX stream (no DOM for the common path).
-enum class Field : std::uint8_t {
-  kUnknown,
-  kId,
-  kType,
-  kTimestamp,
-  kRequestId,
-  kTurnId,
-  kText,
-  kRevision,
-  kStatus,
-  kSessionCommand,
-  kToolId,
-  kToolName,
-  kOutput,
-  kInputId,
-  kQuestions,
-  kDiff,
-  kFirstEventId,
-  kLastEventId,
-  kJournalId,
-  kReset,
-  kHistoryLimited,
-  kHistoryPage,
-  kHistoryCursor,
-  kHistoryState,
-  kRuntime,
-  kGoal,
-  kAttachments,
-};
-
-Field FieldOf(std::string_view k) noexcept {
-  switch (k.size()) {
-    case 2:
-      if (k == "id") return Field::kId;
-      break;
-    case 4:
-      if (k == "type") return Field::kType;
-      if (k == "text") return Field::kText;
-      if (k == "diff") return Field::kDiff;
-      if (k == "goal") return Field::kGoal;
-      break;
-    case 5:
-      if (k == "reset") return Field::kReset;
-      break;
-    case 6:
-      if (k == "turnId") return Field::kTurnId;
-      if (k == "status") return Field::kStatus;
-      if (k == "toolId") return Field::kToolId;
-      if (k == "output") return Field::kOutput;
-      break;
-    case 7:
-      if (k == "inputId") return Field::kInputId;
-      if (k == "runtime") return Field::kRuntime;
-      break;
-    case 8:
-      if (k == "revision") return Field::kRevision;
-      if (k == "toolName") return Field::kToolName;
-      break;
-    case 9:
-      if (k == "requestId") return Field::kRequestId;
-      if (k == "timestamp") return Field::kTimestamp;
-      if (k == "questions") return Field::kQuestions;
-      if (k == "journalId") return Field::kJournalId;
-      break;
-    case 11:
-      if (k == "historyPage") return Field::kHistoryPage;
-      if (k == "lastEventId") return Field::kLastEventId;
-      if (k == "attachments") return Field::kAttachments;
-      break;
-    case 12:
-      if (k == "firstEventId") return Field::kFirstEventId;
-      if (k == "historyState") return Field::kHistoryState;
-      break;
-    case 13:
-      if (k == "historyCursor") return Field::kHistoryCursor;
-      break;
-    case 14:
-      if (k == "sessionCommand") return Field::kSessionCommand;
-      if (k == "historyLimited") return Field::kHistoryLimited;
-      break;
-    default:
-      break;
-  }
-  return Field::kUnknown;
-}
 
 std::string TypeError(std::string_view key, std::string_view want) {
   std::string msg = "\"";
@@ -105,21 +18,7 @@ std::string TypeError(std::string_view key, std::string_view want) {
   return msg;
 }
 
-// Where the decoder records fields of an unexpected type. Events keep going; requests stop at the
-// first (DecodeRequest turns it into an error, as the runtime's strict decoder does).
-class Mismatches {
- public:
-  explicit Mismatches(std::vector<FieldMismatch>* out) : out_(out) {}
-  void Add(std::string field, std::string_view expected) {
-    ++count_;
-    if (out_ != nullptr) out_->push_back(FieldMismatch{std::move(field), std::string(expected)});
-  }
-  std::size_t count() const noexcept { return count_; }
-
- private:
-  std::vector<FieldMismatch>* out_;
-  std::size_t count_ = 0;
-};
+using detail::Mismatches;
 
 // Reads typed members out of a nested object (nlohmann), recording each type mismatch with its path
 // and leaving that member at its zero value.
@@ -157,269 +56,6 @@ class Reader {
   Mismatches& m_;
 };
 
-void ReadOptions(const Json& arr, std::vector<InputOption>& out, const std::string& path, Reader& r) {
-  if (!arr.is_array()) return r.Mismatch(path, "an array");
-  for (std::size_t j = 0; j < arr.size(); ++j) {
-    const Json& o = arr[j];
-    const std::string opath = path + "[" + std::to_string(j) + "]";
-    if (!o.is_object()) {
-      r.Mismatch(opath, "an object");
-      continue;
-    }
-    InputOption opt;
-    r.Str(o, "label", opt.label, opath + ".");
-    r.Str(o, "description", opt.description, opath + ".");
-    out.push_back(std::move(opt));
-  }
-}
-
-void ReadQuestions(const Json& arr, std::vector<InputQuestion>& out, Mismatches& m) {
-  Reader r(m);
-  if (arr.is_null()) return;
-  if (!arr.is_array()) return r.Mismatch("questions", "an array");
-  out.reserve(arr.size());
-  for (std::size_t i = 0; i < arr.size(); ++i) {
-    const Json& q = arr[i];
-    const std::string path = "questions[" + std::to_string(i) + "]";
-    if (!q.is_object()) {
-      r.Mismatch(path, "an object");
-      continue;
-    }
-    InputQuestion iq;
-    r.Str(q, "id", iq.id, path + ".");
-    r.Str(q, "header", iq.header, path + ".");
-    r.Str(q, "question", iq.question, path + ".");
-    r.Bool(q, "multiSelect", iq.multi_select, path + ".");
-    r.Bool(q, "secret", iq.secret, path + ".");
-    if (auto it = q.find("options"); it != q.end() && !it->is_null()) ReadOptions(*it, iq.options, path + ".options", r);
-    out.push_back(std::move(iq));
-  }
-}
-
-void ReadHistoryState(const Json& obj, std::optional<HistoryState>& out, Mismatches& m) {
-  Reader r(m);
-  if (obj.is_null()) return;
-  if (!obj.is_object()) return r.Mismatch("historyState", "an object");
-  HistoryState hs;
-  const std::string path = "historyState.";
-  r.Str(obj, "activeTurnId", hs.active_turn_id, path);
-  r.Str(obj, "activeTurnStarted", hs.active_turn_started, path);
-  r.Bool(obj, "turnInterrupting", hs.turn_interrupting, path);
-  r.Bool(obj, "waitingForInput", hs.waiting_for_input, path);
-  if (auto it = obj.find("pendingTurn"); it != obj.end() && !it->is_null()) {
-    if (!it->is_object()) {
-      r.Mismatch(path + "pendingTurn", "an object");
-    } else {
-      PendingTurn pt;
-      const std::string ppath = path + "pendingTurn.";
-      r.Str(*it, "turnId", pt.turn_id, ppath);
-      r.Str(*it, "text", pt.text, ppath);
-      r.Int(*it, "revision", pt.revision, ppath);
-      hs.pending_turn = std::move(pt);
-    }
-  }
-  if (auto it = obj.find("fileDiff"); it != obj.end() && !it->is_null()) hs.file_diff = *it;
-  out = std::move(hs);
-}
-
-void ReadUsage(const Json& obj, std::optional<Usage>& out, Reader& r) {
-  if (!obj.is_object()) return r.Mismatch("runtime.usage", "an object");
-  Usage u;
-  const std::string upath = "runtime.usage.";
-  r.Int(obj, "inputTokens", u.input_tokens, upath);
-  r.Int(obj, "outputTokens", u.output_tokens, upath);
-  r.Int(obj, "totalTokens", u.total_tokens, upath);
-  r.Int(obj, "contextTokens", u.context_tokens, upath);
-  r.Int(obj, "contextWindow", u.context_window, upath);
-  out = u;
-}
-
-void ReadRuntime(const Json& obj, std::optional<RuntimeStatus>& out, Mismatches& m) {
-  Reader r(m);
-  if (obj.is_null()) return;
-  if (!obj.is_object()) return r.Mismatch("runtime", "an object");
-  RuntimeStatus rs;
-  const std::string path = "runtime.";
-  for (auto it = obj.begin(); it != obj.end(); ++it) {
-    const std::string& k = it.key();
-    if (k == "sessionName") {
-      r.Str(obj, "sessionName", rs.session_name, path);
-    } else if (k == "agentType") {
-      r.Str(obj, "agentType", rs.agent_type, path);
-    } else if (k == "model") {
-      r.Str(obj, "model", rs.model, path);
-    } else if (k == "workingDir") {
-      r.Str(obj, "workingDir", rs.working_dir, path);
-    } else if (k == "homeDir") {
-      r.Str(obj, "homeDir", rs.home_dir, path);
-    } else if (k == "branch") {
-      r.Str(obj, "branch", rs.branch, path);
-    } else if (k == "usage") {
-      if (!it->is_null()) ReadUsage(*it, rs.usage, r);
-    } else {
-      rs.extra[k] = *it;
-    }
-  }
-  out = std::move(rs);
-}
-
-namespace sj = simdjson::dom;
-
-std::string SimdError(simdjson::error_code code) { return simdjson::error_message(code); }
-
-// Decodes one event with simdjson's DOM parser, whose compiled kernels are picked at run time for
-// the CPU (AVX2, SSE4.2, ...); the tape is walked once, top-level scalars go straight into their
-// fields, and nested values of modelled fields are handed to nlohmann as minified text (they are
-// rare next to deltas and tool output). Unknown fields are never materialised. A field of an
-// unexpected type is recorded and skipped: the event itself is kept (PROTOCOL.md §2, and the real
-// runtime has changed field types before).
-class EventDecoder {
- public:
-  Status Decode(std::string_view line, Event& ev, std::vector<FieldMismatch>* mismatches) {
-    ev.Reset();
-    // simdjson needs SIMDJSON_PADDING readable bytes after the input; copy into a reused buffer.
-    buffer_.resize(line.size() + simdjson::SIMDJSON_PADDING);
-    std::memcpy(buffer_.data(), line.data(), line.size());
-    std::memset(buffer_.data() + line.size(), 0, simdjson::SIMDJSON_PADDING);
-
-    sj::element root;
-    if (auto err = parser_.parse(reinterpret_cast<const std::uint8_t*>(buffer_.data()), line.size(), false).get(root);
-        err) {
-      MaybeShrink(line.size());
-      return Fail(Errc::protocol_error, NotObjectOr(line, "invalid JSON: " + SimdError(err)));
-    }
-    sj::object obj;
-    if (auto err = root.get_object().get(obj); err) return Fail(Errc::protocol_error, "not a JSON object");
-    Mismatches m(mismatches);
-    for (sj::key_value_pair kv : obj) Field(FieldOf(kv.key), kv.key, kv.value, ev, m);
-    ev.line.assign(line.data(), line.size());
-    MaybeShrink(line.size());
-    return {};
-  }
-
- private:
-  // A rare huge line must not pin its buffers for the thread's lifetime.
-  static constexpr std::size_t kKeepCapacity = 1u << 20;
-  void MaybeShrink(std::size_t line_size) {
-    if (line_size > kKeepCapacity) {
-      buffer_ = std::vector<char>();
-      parser_ = sj::parser();
-    }
-  }
-
-  static std::string NotObjectOr(std::string_view line, std::string otherwise) {
-    const std::size_t first = line.find_first_not_of(" \t\r\n");
-    if (first == std::string_view::npos || line[first] != '{') return "not a JSON object";
-    return otherwise;
-  }
-
-  static void Str(sj::element v, std::string_view key, std::string& out, Mismatches& m) {
-    if (v.is_null()) return;
-    std::string_view s;
-    if (v.get_string().get(s)) return m.Add(std::string(key), "a string");
-    out.assign(s.data(), s.size());
-  }
-
-  static void Int(sj::element v, std::string_view key, std::int64_t& out, Mismatches& m) {
-    if (v.is_null()) return;
-    std::int64_t i = 0;
-    if (!v.get_int64().get(i)) {
-      out = i;
-      return;
-    }
-    double d = 0;
-    if (v.is_double() && !v.get_double().get(d) && d >= -9.2e18 && d <= 9.2e18 &&
-        d == static_cast<double>(static_cast<std::int64_t>(d))) {
-      out = static_cast<std::int64_t>(d);
-      return;
-    }
-    m.Add(std::string(key), v.is_uint64() ? "an integer in range" : "an integer");
-  }
-
-  static void Bool(sj::element v, std::string_view key, bool& out, Mismatches& m) {
-    if (v.is_null()) return;
-    if (v.get_bool().get(out)) {
-      out = false;
-      m.Add(std::string(key), "a boolean");
-    }
-  }
-
-  // Nested values we keep as JSON, built from simdjson's tape directly (no minified text parsed again).
-  // The depth is bounded by simdjson's (it refused deeper documents).
-  static Json Nested(sj::element v) {
-    switch (v.type()) {
-      case sj::element_type::ARRAY: {
-        Json out = Json::array();
-        for (sj::element item : sj::array(v)) out.push_back(Nested(item));
-        return out;
-      }
-      case sj::element_type::OBJECT: {
-        Json out = Json::object();
-        for (sj::key_value_pair kv : sj::object(v)) out[std::string(kv.key)] = Nested(kv.value);
-        return out;
-      }
-      case sj::element_type::INT64: return Json(std::int64_t(v));
-      case sj::element_type::UINT64: return Json(std::uint64_t(v));
-      case sj::element_type::DOUBLE: return Json(double(v));
-      case sj::element_type::STRING: return Json(std::string(std::string_view(v)));
-      case sj::element_type::BOOL: return Json(bool(v));
-      case sj::element_type::NULL_VALUE: return Json();
-    }
-    return Json();
-  }
-
-  static void Field(sessionturn::Field f, std::string_view key, sj::element v, Event& ev, Mismatches& m) {
-    switch (f) {
-      case Field::kUnknown: return;
-      case Field::kId: return Int(v, key, ev.id, m);
-      case Field::kRevision: return Int(v, key, ev.revision, m);
-      case Field::kFirstEventId: return Int(v, key, ev.first_event_id, m);
-      case Field::kLastEventId: return Int(v, key, ev.last_event_id, m);
-      case Field::kType: return Str(v, key, ev.type, m);
-      case Field::kTimestamp: return Str(v, key, ev.timestamp, m);
-      case Field::kRequestId: return Str(v, key, ev.request_id, m);
-      case Field::kTurnId: return Str(v, key, ev.turn_id, m);
-      case Field::kText: return Str(v, key, ev.text, m);
-      case Field::kStatus: return Str(v, key, ev.status, m);
-      case Field::kSessionCommand: return Bool(v, key, ev.session_command, m);
-      case Field::kToolId: return Str(v, key, ev.tool_id, m);
-      case Field::kToolName: return Str(v, key, ev.tool_name, m);
-      case Field::kOutput: return Str(v, key, ev.output, m);
-      case Field::kInputId: return Str(v, key, ev.input_id, m);
-      case Field::kJournalId: return Str(v, key, ev.journal_id, m);
-      case Field::kHistoryCursor: return Str(v, key, ev.history_cursor, m);
-      case Field::kReset: return Bool(v, key, ev.reset, m);
-      case Field::kHistoryLimited: return Bool(v, key, ev.history_limited, m);
-      case Field::kHistoryPage: return Bool(v, key, ev.history_page, m);
-      case Field::kDiff:
-        if (!v.is_null()) ev.diff = Nested(v);
-        return;
-      case Field::kGoal:
-        if (!v.is_null()) ev.goal = Nested(v);
-        return;
-      case Field::kAttachments:
-        if (!v.is_null()) ev.attachments = Nested(v);
-        return;
-      case Field::kQuestions:
-        if (v.is_null()) return;
-        if (!v.is_array()) return m.Add("questions", "an array");
-        ev.questions.clear();
-        return ReadQuestions(Nested(v), ev.questions, m);
-      case Field::kHistoryState:
-        if (v.is_null()) return;
-        if (!v.is_object()) return m.Add("historyState", "an object");
-        return ReadHistoryState(Nested(v), ev.history_state, m);
-      case Field::kRuntime:
-        if (v.is_null()) return;
-        if (!v.is_object()) return m.Add("runtime", "an object");
-        return ReadRuntime(Nested(v), ev.runtime, m);
-    }
-  }
-
-  sj::parser parser_;
-  std::vector<char> buffer_;
-};
-
 template <typename T>
 void PutIf(Json& j, const char* key, const T& v) {
   if constexpr (std::is_same_v<T, std::string>) {
@@ -433,70 +69,8 @@ void PutIf(Json& j, const char* key, const T& v) {
   }
 }
 
-std::string Dump(const Json& j) {
-  // Replace invalid UTF-8 rather than throw: the runtime's own encoder does the same.
-  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
-}
 
 }  // namespace
-
-Json Event::Raw() const {
-  if (line.empty()) return EventToJson(*this);
-  Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return EventToJson(*this);
-  return j;
-}
-
-bool SameEvent(const Event& a, const Event& b) { return EventToJson(a) == EventToJson(b); }
-
-void Event::Reset() noexcept {
-  id = 0;
-  type.clear();
-  timestamp.clear();
-  request_id.clear();
-  turn_id.clear();
-  text.clear();
-  revision = 0;
-  status.clear();
-  session_command = false;
-  tool_id.clear();
-  tool_name.clear();
-  output.clear();
-  input_id.clear();
-  questions.clear();
-  diff = nullptr;
-  first_event_id = 0;
-  last_event_id = 0;
-  journal_id.clear();
-  reset = false;
-  history_limited = false;
-  history_page = false;
-  history_cursor.clear();
-  history_state.reset();
-  runtime.reset();
-  goal = nullptr;
-  attachments = nullptr;
-  line.clear();
-}
-
-Status DecodeEventInto(std::string_view line, Event& event, std::vector<FieldMismatch>* mismatches) {
-  // One decoder (parser state and buffers, reused across lines) per thread.
-  thread_local EventDecoder decoder;
-  try {
-    Status decoded = decoder.Decode(line, event, mismatches);
-    if (!decoded) event.Reset();
-    return decoded;
-  } catch (const std::exception& e) {  // allocation failure; simdjson itself does not throw here
-    event.Reset();
-    return Fail(Errc::protocol_error, std::string("cannot decode event: ") + e.what());
-  }
-}
-
-Result<Event> DecodeEvent(std::string_view line, std::vector<FieldMismatch>* mismatches) {
-  Event event;
-  if (auto decoded = DecodeEventInto(line, event, mismatches); !decoded) return Fail(decoded.error());
-  return event;
-}
 
 std::vector<std::string> FieldMismatchMemo::Note(std::string_view event_type,
                                                  const std::vector<FieldMismatch>& mismatches) {
@@ -544,7 +118,86 @@ Json RequestToJson(const ClientRequest& r) {
   return j;
 }
 
-std::string EncodeRequest(const ClientRequest& r) { return Dump(RequestToJson(r)); }
+namespace {
+// One request line, written directly (every turn writes two): the members of RequestToJson, zero
+// ones left out, keys in byte order as a Go map or nlohmann's object writes them, strings escaped as
+// Go's encoder does (detail::AppendGoJsonString).
+class RequestWriter {
+ public:
+  explicit RequestWriter(std::string& out) : out_(out) { out_.push_back('{'); }
+  void Str(std::string_view key, const std::string& v) {
+    if (v.empty()) return;
+    Key(key);
+    detail::AppendGoJsonString(out_, v);
+  }
+  void Int(std::string_view key, std::int64_t v) {
+    if (v == 0) return;
+    Key(key);
+    out_ += std::to_string(v);
+  }
+  void True(std::string_view key, bool v) {
+    if (!v) return;
+    Key(key);
+    out_ += "true";
+  }
+  void Strings(const std::vector<std::string>& items) {
+    out_.push_back('[');
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      if (i > 0) out_.push_back(',');
+      detail::AppendGoJsonString(out_, items[i]);
+    }
+    out_.push_back(']');
+  }
+  void Key(std::string_view key) {
+    if (out_.size() > 1) out_.push_back(',');
+    out_.push_back('"');
+    out_.append(key);
+    out_ += "\":";
+  }
+  void End() { out_.push_back('}'); }
+
+ private:
+  std::string& out_;
+};
+}  // namespace
+
+std::string EncodeRequest(const ClientRequest& r) {
+  std::string out;
+  out.reserve(96 + r.text.size() + r.request_id.size() + r.journal_id.size() + r.history_cursor.size());
+  RequestWriter w(out);
+  if (!r.answers.empty()) {  // std::map: its keys are in byte order already
+    w.Key("answers");
+    out.push_back('{');
+    bool first = true;
+    for (const auto& [question, values] : r.answers) {
+      if (!first) out.push_back(',');
+      first = false;
+      detail::AppendGoJsonString(out, question);
+      out.push_back(':');
+      w.Strings(values);
+    }
+    out.push_back('}');
+  }
+  if (!r.attachment_ids.empty()) {
+    w.Key("attachmentIds");
+    w.Strings(r.attachment_ids);
+  }
+  w.True("cancel", r.cancel);
+  w.Int("expectedRevision", r.expected_revision);
+  w.True("historyBounds", r.history_bounds);
+  w.Int("historyBytes", r.history_bytes);
+  w.Str("historyCursor", r.history_cursor);
+  w.Int("historyItems", r.history_items);
+  w.Str("inputId", r.input_id);
+  w.Str("journalId", r.journal_id);
+  w.Str("requestId", r.request_id);
+  w.Int("since", r.since);
+  w.Str("text", r.text);
+  w.Str("turnId", r.turn_id);
+  w.Str("type", r.type);
+  w.End();
+  return out;
+}
 
 Result<ClientRequest> DecodeRequest(std::string_view line) {
   Json j = Json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);

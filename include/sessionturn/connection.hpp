@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,6 +46,12 @@ class Connection {
   // cause (EOF, reset, process exit code, exec status), Errc::too_large when the queue bound was
   // exceeded, Errc::cancelled after Close().
   virtual void AsyncReadLine(LineHandler handler) = 0;
+
+  // The next line already queued on our side, without waiting; nothing when there is none (or an end
+  // to report: AsyncReadLine reports it), when a read is outstanding, or when not called from the
+  // connection's own strand (Connector::AsyncConnectOn). A consumer on that strand takes the lines of
+  // one socket read in one go this way. The default never has one.
+  virtual std::optional<std::string> TryReadLine() { return std::nullopt; }
 
   // Writes `line` followed by '\n'. Writes are performed in call order. `done` may be empty.
   virtual void AsyncWrite(std::string line, WriteHandler done) = 0;

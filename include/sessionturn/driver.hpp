@@ -108,7 +108,8 @@ struct TurnOptions {
   std::chrono::milliseconds timeout = kDefaultTurnTimeout;  // for the whole turn, from the call; > 0
   CancellationToken cancel;                                 // cancelling abandons the turn: Errc::cancelled
   // Every event of our turn, in order, never twice (echo, deltas, tools, questions, status...).
-  // Runs on a Context worker: must not block.
+  // Runs on a Context worker, or for a blocking call over a unix socket or the local backend on the
+  // calling thread (docs/threading.md): must not block for long.
   std::function<void(const Event& event)> on_event;
   QuestionPolicy questions = QuestionPolicy::decline;
   QuestionHandler on_question;  // required with QuestionPolicy::ask
@@ -123,8 +124,12 @@ struct TurnOptions {
   // The message's requestId; empty means a fresh random one. For tests and idempotent retries.
   std::string request_id;
   // Called once when the runtime accepted the prompt (its echo, or the merge into a queued turn),
-  // with the turn's place in the journal. Runs on a Context worker: must not block.
+  // with the turn's place in the journal. Runs where on_event runs: must not block.
   std::function<void(const TurnRef& ref)> on_accepted;
+  // Blocking SubmitTurn / AttachTurn only: called on the calling thread about every 100 ms while it
+  // waits; returning false abandons the turn as a cancel does (Errc::cancelled, withdrawn). How a
+  // language binding notices an interrupt (Python's Ctrl-C) without a thread of its own.
+  std::function<bool()> keep_waiting;
 };
 
 struct TurnResult {

@@ -74,6 +74,14 @@ void LineQueue::Read(LineHandler handler) {
   Pump();
 }
 
+std::optional<std::string> LineQueue::TryTake() {
+  if (pending_ || lines_.empty() || failed_now_) return std::nullopt;
+  std::string line = std::move(lines_.front());
+  lines_.pop_front();
+  queued_bytes_ -= line.size();
+  return line;
+}
+
 void LineQueue::Pump() {
   if (!pending_) return;
   if (!lines_.empty()) {
@@ -109,6 +117,23 @@ bool WriteQueue::Advance(std::size_t n) {
   item.offset += n;
   pending_bytes_ -= n;
   return item.offset >= item.data.size();
+}
+
+void WriteQueue::Gather(std::vector<std::string_view>& out, std::size_t max) const {
+  for (std::size_t i = 0; i < items_.size() && i < max; ++i) {
+    out.push_back(std::string_view(items_[i].data).substr(items_[i].offset));
+  }
+}
+
+void WriteQueue::Consume(std::size_t n) {
+  while (n > 0 && !items_.empty()) {
+    Item& item = items_.front();
+    const std::size_t rest = item.data.size() - item.offset;
+    const std::size_t take = std::min(n, rest);
+    Advance(take);
+    n -= take;
+    if (take == rest) Complete({});
+  }
 }
 
 void WriteQueue::Complete(Status status) {

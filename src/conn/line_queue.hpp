@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "sessionturn/connection.hpp"
 #include "sessionturn/context.hpp"
@@ -46,6 +47,9 @@ class LineQueue {
   // Serves one line (or the end) as soon as there is one. At most one read may be outstanding; a
   // second one gets Errc::invalid_argument at once.
   void Read(LineHandler handler);
+
+  // The next queued line, taken now; nothing when none is queued or a read is outstanding.
+  std::optional<std::string> TryTake();
 
   bool Ended() const noexcept { return end_.has_value(); }
   bool ReadPending() const noexcept { return static_cast<bool>(pending_); }
@@ -87,6 +91,11 @@ class WriteQueue {
   std::string_view Front() const;
   // `n` more bytes of the front item were written. Returns true when it is now fully written.
   bool Advance(std::size_t n);
+  // The unwritten rest of the first `max` items, in order, appended to `out` (one writev for several).
+  void Gather(std::vector<std::string_view>& out, std::size_t max) const;
+  // `n` more bytes were written from the front on: completes (inline, with success) every item they
+  // finished and advances into the next.
+  void Consume(std::size_t n);
   // Pops the front item and calls its handler with `status` (inline).
   void Complete(Status status);
   // Pops every item and calls their handlers with `error`, in order.

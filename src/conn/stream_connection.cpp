@@ -41,13 +41,37 @@ void StreamConnection::AsyncReadLine(Connection::LineHandler handler) {
   PostOnStrand([this, handler = std::move(handler)]() mutable { in_.Read(std::move(handler)); });
 }
 
+std::optional<std::string> StreamConnection::TryReadLine() {
+  if (!strand_.running_in_this_thread()) return std::nullopt;  // the queue is the strand's alone
+  return in_.TryTake();
+}
+
 void StreamConnection::AsyncWrite(std::string line, Connection::WriteHandler done) {
+  // From our own strand, with no write from another thread still on its way: queued now, so that the
+  // lines a job writes go out together in one write (a turn's subscribe and message). Otherwise
+  // posted, which keeps the call order across threads.
+  if (strand_.running_in_this_thread() && posted_writes_.load() == 0) {
+    QueueWrite(std::move(line), std::move(done));
+    return;
+  }
+  ++posted_writes_;
   PostOnStrand([this, line = std::move(line), done = std::move(done)]() mutable {
-    if (write_error_) {
-      if (done) done(tl::unexpected<Error>(*write_error_));
-      return;
-    }
-    out_.Push(std::move(line), std::move(done));
+    --posted_writes_;
+    QueueWrite(std::move(line), std::move(done));
+  });
+}
+
+void StreamConnection::QueueWrite(std::string line, Connection::WriteHandler done) {
+  if (write_error_) {
+    // Reported from a job of its own: never inside the writer's call.
+    if (done) PostOnStrand([done = std::move(done), error = *write_error_] { done(tl::unexpected<Error>(error)); });
+    return;
+  }
+  out_.Push(std::move(line), std::move(done));
+  if (writing_ || flush_posted_) return;
+  flush_posted_ = true;
+  PostOnStrand([this] {
+    flush_posted_ = false;
     WriteLoop();
   });
 }
@@ -128,8 +152,13 @@ void StreamConnection::OnReadEnded(const std::error_code& ec) {
 void StreamConnection::WriteLoop() {
   if (down_ || write_error_ || writing_ || out_.Empty()) return;
   writing_ = true;
-  const std::string_view rest = out_.Front();
-  WriteSome(asio::buffer(rest.data(), rest.size()),
+  // Every queued line (up to a bound) in one write: a turn's subscribe and message go out together.
+  constexpr std::size_t kLinesPerWrite = 16;
+  gather_.clear();
+  out_.Gather(gather_, kLinesPerWrite);
+  write_buffers_.clear();
+  for (std::string_view piece : gather_) write_buffers_.push_back(asio::buffer(piece.data(), piece.size()));
+  WriteSome(write_buffers_,
             OnStrand([this](const std::error_code& ec, std::size_t bytes) { OnWritten(ec, bytes); }));
 }
 
@@ -144,7 +173,7 @@ void StreamConnection::OnWritten(const std::error_code& ec, std::size_t bytes) {
     out_.FailAll(*write_error_);
     return;
   }
-  if (out_.Advance(bytes)) out_.Complete({});
+  out_.Consume(bytes);
   WriteLoop();
 }
 

@@ -3,6 +3,7 @@
 // the subclass provides. Internal; the public surface is connection.hpp.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -42,6 +43,7 @@ class StreamConnection : public std::enable_shared_from_this<StreamConnection> {
   void Start();
 
   void AsyncReadLine(Connection::LineHandler handler);
+  std::optional<std::string> TryReadLine();
   void AsyncWrite(std::string line, Connection::WriteHandler done);
   void Close();
   virtual std::string Diagnostics() const { return {}; }
@@ -55,7 +57,8 @@ class StreamConnection : public std::enable_shared_from_this<StreamConnection> {
   // Reads what is there without blocking: the byte count, with `ec` would_block when there was
   // nothing, eof at the end.
   virtual std::size_t ReadNow(asio::mutable_buffer buffer, std::error_code& ec) = 0;
-  virtual void WriteSome(asio::const_buffer buffer, IoHandler handler) = 0;
+  // Writes from `buffers` (several queued lines: one writev), in order.
+  virtual void WriteSome(const std::vector<asio::const_buffer>& buffers, IoHandler handler) = 0;
   // Closes the descriptors (and, for a child, starts stopping it). Called once, on the strand.
   virtual void ShutDown() = 0;
   // The read side ended with `ec` (EOF or an error). The default ends the stream with
@@ -77,15 +80,21 @@ class StreamConnection : public std::enable_shared_from_this<StreamConnection> {
  private:
   void ReadLoop();
   void OnReadable(const std::error_code& ec);
+  // Queues a write (on the strand) and makes sure a flush follows.
+  void QueueWrite(std::string line, Connection::WriteHandler done);
   void WriteLoop();
   void OnWritten(const std::error_code& ec, std::size_t bytes);
   void TearDown(const Error& write_error);
 
   LineQueue in_;
   WriteQueue out_;
+  std::vector<std::string_view> gather_;           // reused by WriteLoop
+  std::vector<asio::const_buffer> write_buffers_;  // what the write in flight writes
   bool started_ = false;
   bool reading_ = false;
   bool writing_ = false;
+  bool flush_posted_ = false;          // a WriteLoop job is queued
+  std::atomic<int> posted_writes_{0};  // AsyncWrite jobs posted and not run yet
   bool down_ = false;              // the transport is shut down; nothing more is read or written
   std::optional<Error> write_error_;  // once set (write failed, closed, ended): what writes complete with
 };
@@ -97,6 +106,7 @@ class ConnectionHandle final : public Connection {
   ~ConnectionHandle() override { impl_->Close(); }
 
   void AsyncReadLine(LineHandler handler) override { impl_->AsyncReadLine(std::move(handler)); }
+  std::optional<std::string> TryReadLine() override { return impl_->TryReadLine(); }
   void AsyncWrite(std::string line, WriteHandler done) override { impl_->AsyncWrite(std::move(line), std::move(done)); }
   void Close() override { impl_->Close(); }
   std::string Diagnostics() const override { return impl_->Diagnostics(); }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -25,6 +26,20 @@ namespace sessionturn::driver_detail {
 // the bound only matters if something is wrong.
 inline constexpr std::chrono::milliseconds kCallerLoopDrain = std::chrono::milliseconds(500);
 
+// This thread's loop for a blocking call: the one it used last, when nothing else holds it any more
+// (a loop costs an epoll descriptor, an eventfd and a timerfd to make), else a new one. A loop still
+// held (an operation of an earlier call that another thread keeps, a blocking call nested in a
+// callback of this one) is left to its holders.
+inline PrivateLoop AcquireCallerLoop() {
+  thread_local PrivateLoop cached;
+  if (cached && cached.use_count() == 1) {
+    cached->restart();
+    return cached;
+  }
+  cached = std::make_shared<asio::io_context>(1);
+  return cached;
+}
+
 // The report of an operation run on a caller loop. Set on the loop's thread, or (an error found
 // before any I/O) on a Context worker: hence the lock, and the wake-up post.
 template <typename T>
@@ -34,13 +49,14 @@ struct CallerLoopReport {
 };
 
 // Runs `start(loop, handler)` on a private loop on this thread until `handler` got the operation's
-// report; `cancel(error)` ends the operation early (the Context was stopped under it). `bound` is the
-// operation's own bound: it always reports by then; kWaitMargin on top only catches a bug.
+// report; `cancel(error)` ends the operation early (the Context was stopped under it, or
+// `keep_waiting`, asked about every kStoppedPoll, said no). `bound` is the operation's own bound: it
+// always reports by then; kWaitMargin on top only catches a bug.
 template <typename T, typename Start, typename Cancel>
 Result<T> RunOnCallerLoop(const Context& context, std::chrono::milliseconds bound, std::string_view what,
-                          Start&& start, Cancel&& cancel) {
+                          Start&& start, Cancel&& cancel, const std::function<bool()>& keep_waiting = {}) {
   if (auto refused = blocking::RefuseOnWorker(context, what); !refused) return Fail(refused.error());
-  auto loop = std::make_shared<asio::io_context>(1);
+  PrivateLoop loop = AcquireCallerLoop();
   auto report = std::make_shared<CallerLoopReport<T>>();
   auto work = asio::make_work_guard(*loop);
   start(loop, [report, weak = std::weak_ptr<asio::io_context>(loop)](Result<T> result) {
@@ -55,9 +71,17 @@ Result<T> RunOnCallerLoop(const Context& context, std::chrono::milliseconds boun
     return report->result.has_value();
   };
   const auto deadline = std::chrono::steady_clock::now() + bound + blocking::kWaitMargin;
-  bool cut = false;
+  bool cut = false, given_up = false;
+  auto next_poll = std::chrono::steady_clock::now() + blocking::kStoppedPoll;
   while (!reported()) {
     loop->run_one_for(blocking::kStoppedPoll);
+    if (keep_waiting && !given_up && !reported() && std::chrono::steady_clock::now() >= next_poll) {
+      next_poll = std::chrono::steady_clock::now() + blocking::kStoppedPoll;
+      if (!keep_waiting()) {
+        given_up = true;
+        cancel(Error(Errc::cancelled, "the turn was cancelled by the caller"));
+      }
+    }
     if (!cut && context.Stopped()) {
       // Nothing on the Context runs any more, but this operation runs here: end it as a cancel does
       // (a turn withdraws itself) and carry on until it reported.

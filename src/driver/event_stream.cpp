@@ -104,6 +104,9 @@ void EventStream::OnConnect(Result<std::shared_ptr<Connection>> result) {
 
 void EventStream::Read() {
   conn_->AsyncReadLine([self = shared_from_this(), gen = generation_](Result<std::string> line) {
+    // A connection on our own strand delivers from a job of its own (never from our call stack): go on
+    // at once, without a second trip through the strand's queue.
+    if (self->strand_.running_in_this_thread()) return self->OnLine(gen, std::move(line));
     asio::post(self->strand_, [self, gen, line = std::move(line)]() mutable { self->OnLine(gen, std::move(line)); });
   });
 }
@@ -114,21 +117,27 @@ void EventStream::OnLine(std::uint64_t gen, Result<std::string> line) {
     OnDrop(line.error());
     return;
   }
-  if (DecodeStreamLine(*driver_, *line, who_, event_)) {
-    const Event* event = &event_;
-    // Progress (a new journaled event, or a complete replay) proves the stream works: the reconnect
-    // budget is for consecutive failures, and a stream that drops before any progress must not
-    // reconnect forever.
-    const bool end_of_replay = event->Is(event_type::kHistoryEnd);
-    if (end_of_replay) handshake_.cancel();
-    if (end_of_replay || event->id > max_event_id_) attempts_ = 0;
-    max_event_id_ = std::max(max_event_id_, event->id);
-    auto owner = LockOwner();
-    if (!owner) return;
-    owner->OnStreamEvent(*event);
+  // The lines one socket read brought, in one go (a connection on our strand hands them over).
+  for (std::optional<std::string> next = std::move(*line); next; next = conn_->TryReadLine()) {
+    if (!HandleLine(*next)) return;
     if (closed_ || gen != generation_ || !conn_) return;  // the owner finished or the stream dropped
   }
   Read();
+}
+
+bool EventStream::HandleLine(std::string_view line) {
+  if (!DecodeStreamLine(*driver_, line, who_, event_)) return true;
+  // Progress (a new journaled event, or a complete replay) proves the stream works: the reconnect
+  // budget is for consecutive failures, and a stream that drops before any progress must not
+  // reconnect forever.
+  const bool end_of_replay = event_.Is(event_type::kHistoryEnd);
+  if (end_of_replay) handshake_.cancel();
+  if (end_of_replay || event_.id > max_event_id_) attempts_ = 0;
+  max_event_id_ = std::max(max_event_id_, event_.id);
+  auto owner = LockOwner();
+  if (!owner) return false;
+  owner->OnStreamEvent(event_);
+  return true;
 }
 
 void EventStream::Send(const ClientRequest& request, Connection::WriteHandler done) {

@@ -54,6 +54,8 @@ class EventStream : public std::enable_shared_from_this<EventStream> {
   void OnConnect(Result<std::shared_ptr<Connection>> result);
   void Read();
   void OnLine(std::uint64_t gen, Result<std::string> line);
+  // Decodes one line and hands its event to the owner; false when the owner is gone.
+  bool HandleLine(std::string_view line);
   void OnDrop(const Error& error);
   void ScheduleReconnect();
   void Fail(Error error);

@@ -195,3 +195,44 @@ TEST_CASE("driver: a turn's first connection writes the prompt right behind the 
   CHECK(std::count(log.begin(), log.end(), "w:message") == 1);
   CHECK(f.Requests("message").size() == 1);
 }
+
+namespace {
+// Connects on the Context only (the Connector default): blocking calls then wait for the Context.
+class ContextOnlyConnector : public Connector {
+ public:
+  explicit ContextOnlyConnector(std::shared_ptr<Connector> inner) : inner_(std::move(inner)) {}
+  void AsyncConnect(ConnectHandler handler) override { inner_->AsyncConnect(std::move(handler)); }
+  std::string Describe() const override { return inner_->Describe(); }
+
+ private:
+  std::shared_ptr<Connector> inner_;
+};
+}  // namespace
+
+TEST_CASE("driver: keep_waiting saying no abandons a blocking turn, on the caller's loop or on the Context",
+          "[driver][caller-loop]") {
+  Fixture f("", kLongTurn);
+  const bool on_caller_loop = GENERATE(true, false);
+  std::shared_ptr<Connector> connector = f.connector;
+  if (!on_caller_loop) connector = std::make_shared<ContextOnlyConnector>(f.connector);
+  Driver d(f.ctx, connector);
+  const auto caller = std::this_thread::get_id();
+  std::atomic<bool> working{false};
+  std::atomic<int> asked{0};
+  std::atomic<bool> asked_elsewhere{false};
+  TurnOptions o;
+  o.on_event = [&](const Event& e) {
+    if (e.Is("assistant.delta")) working = true;
+  };
+  o.keep_waiting = [&] {
+    if (std::this_thread::get_id() != caller) asked_elsewhere = true;
+    ++asked;
+    return !working.load();
+  };
+  auto r = d.SubmitTurn("slow", o);
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.error().code == Errc::cancelled);
+  CHECK(asked.load() >= 1);
+  CHECK_FALSE(asked_elsewhere.load());
+  REQUIRE(f.runtime->WaitForRequest([](const ClientRequest& q) { return q.type == "interrupt"; }, kWait));
+}

@@ -1,12 +1,14 @@
 """The turn's place in the journal: request id and cursor in the result, on_accepted, and following a
 turn submitted before with attach_turn / attach_turn_async."""
 import asyncio
+import sys
 import uuid
 
 import pytest
 
 import sessionturn
 from conftest import WAIT
+from test_turns import BRIDGE
 
 
 def test_result_carries_the_request_id_and_the_cursor(runtime, driver):
@@ -102,13 +104,32 @@ def test_attach_argument_errors(runtime, driver):
         driver.attach_turn("req")  # keyword-only: a request id is not a turn id
 
 
-def test_attach_from_a_callback_is_refused(runtime, driver):
+def test_attach_from_a_worker_callback_is_refused(runtime):
+    # Over a child process the turn's callbacks run on a Context worker, where a blocking call is
+    # refused (over a unix socket they run on the caller's thread, and a nested call runs).
+    d = sessionturn.Driver.exec([sys.executable, "-c", BRIDGE, runtime.socket_path])
+
     def on_event(e):
         if e.type == "turn.started":
-            driver.attach_turn(request_id="req", journal_id=runtime.journal_id, timeout=WAIT)
+            d.attach_turn(request_id="req", journal_id=runtime.journal_id, timeout=WAIT)
 
     with pytest.raises(sessionturn.WouldBlockError, match="attach_turn_async"):
-        driver.submit_turn("outer", timeout=WAIT, on_event=on_event)
+        d.submit_turn("outer", timeout=WAIT, on_event=on_event)
+
+
+def test_attach_from_a_blocking_turns_callback_runs_nested(runtime, driver):
+    seen = []
+
+    def on_event(e):
+        if e.type == "turn.started" and not seen:
+            try:
+                driver.attach_turn(request_id="req-nobody", journal_id=runtime.journal_id, timeout=WAIT)
+            except sessionturn.NotFoundError as error:  # it ran, and found no such turn
+                seen.append(str(error))
+
+    r = driver.submit_turn("outer", timeout=WAIT, on_event=on_event)
+    assert r.status == "completed"
+    assert seen and "req-nobody" in seen[0]
 
 
 def test_attach_turn_async(runtime, driver):

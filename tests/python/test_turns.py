@@ -163,10 +163,29 @@ def test_gil_is_released_while_blocking(slow_runtime):
     assert spins > 10000
 
 
-def test_blocking_call_from_a_callback_is_refused(driver):
+def test_blocking_call_from_a_worker_callback_is_refused(runtime):
+    # Over a child process the turn runs on the Context: its callbacks run on a worker, where a
+    # blocking call would wait for the very thread that has to finish it.
+    d = sessionturn.Driver.exec([sys.executable, "-c", BRIDGE, runtime.socket_path])
+
     def on_event(e):
         if e.type == "turn.started":
-            driver.submit_turn("nested", timeout=WAIT)
+            d.submit_turn("nested", timeout=WAIT)
 
     with pytest.raises(sessionturn.WouldBlockError, match="callback"):
-        driver.submit_turn("outer", timeout=WAIT, on_event=on_event)
+        d.submit_turn("outer", timeout=WAIT, on_event=on_event)
+
+
+def test_blocking_call_from_a_blocking_turns_callback_runs_nested(driver):
+    # Over a unix socket a blocking turn runs on the calling thread: a blocking call from its callback
+    # is not on a worker, so it runs (queued behind the outer turn in the Session) and returns.
+    nested = []
+
+    def on_event(e):
+        if e.type == "turn.started" and not nested:
+            nested.append(driver.submit_turn("nested", timeout=WAIT).text)
+
+    r = driver.submit_turn("outer", timeout=WAIT, on_event=on_event)
+    assert r.status == "completed"
+    assert "outer" in r.text
+    assert nested and "nested" in nested[0]

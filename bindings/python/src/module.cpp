@@ -41,9 +41,6 @@ constexpr std::chrono::milliseconds kSignalPollInterval{50};
 // the C++ connection's queue (kDefaultMaxQueuedBytes) whose lines feed it: a consumer that keeps up
 // never comes near it.
 constexpr std::size_t kDefaultMaxBufferedBytes = 64u << 20;
-// After Ctrl-C or a callback error the turn is abandoned; its handler is then awaited this long at
-// most (the driver's abandon grace plus slack for a loaded machine).
-constexpr std::chrono::milliseconds kAbandonWait = st::kAbandonGrace + std::chrono::seconds(10);
 
 using sessionturn::python::MakeException;
 using sessionturn::python::Raise;
@@ -398,12 +395,7 @@ class PyDriver {
     st::TurnOptions options = MakeOptions(state, timeout, std::move(on_event), std::move(on_question), reconnect,
                                           allow_commands, answer_timeout);
     SetAcceptOptions(options, state, std::move(on_accepted), std::move(request_id));
-    {
-      py::gil_scoped_release release;
-      driver_->AsyncSubmitTurn(prompt, std::move(options),
-                               [state](st::Result<st::TurnResult> r) { state->Finish(std::move(r)); });
-    }
-    return Wait(state);
+    return Blocking(state, std::move(options), [&](st::TurnOptions o) { return driver_->SubmitTurn(prompt, std::move(o)); });
   }
 
   // Follows a turn an earlier process submitted (Driver::AttachTurn), blocking like SubmitTurn.
@@ -416,12 +408,8 @@ class PyDriver {
     st::TurnOptions options = MakeOptions(state, timeout, std::move(on_event), std::move(on_question), reconnect,
                                           false, answer_timeout);
     st::TurnRef ref = MakeRef(std::move(request_id), std::move(turn_id), last_event_id, std::move(journal_id), revision);
-    {
-      py::gil_scoped_release release;
-      driver_->AsyncAttachTurn(std::move(ref), std::move(options),
-                               [state](st::Result<st::TurnResult> r) { state->Finish(std::move(r)); });
-    }
-    return Wait(state);
+    return Blocking(state, std::move(options),
+                    [&](st::TurnOptions o) { return driver_->AttachTurn(std::move(ref), std::move(o)); });
   }
 
   // The asyncio facade's primitive: starts the turn and calls done(result, exception) once, on a
@@ -559,34 +547,34 @@ class PyDriver {
     }
   }
 
-  // Waits for a started turn in slices; between them looks for Ctrl-C (only the main thread sees
-  // signals), which abandons the turn. Re-raises a callback's exception before the turn's outcome.
-  PyTurnResult Wait(const std::shared_ptr<TurnState>& state) {
-    for (;;) {
-      bool done;
-      {
-        py::gil_scoped_release release;
-        done = state->WaitFor(kSignalPollInterval);
+  // A blocking turn: the Driver's blocking call with the GIL released (over a unix socket or the local
+  // backend it runs on this thread, its callbacks taking the GIL here), asking about every 100 ms
+  // whether a signal (Ctrl-C; only the main thread sees them) arrived: then the turn is abandoned,
+  // withdrawn, and the exception raised. A callback's exception is raised before the turn's outcome.
+  template <typename Call>
+  PyTurnResult Blocking(const std::shared_ptr<TurnState>& state, st::TurnOptions options, Call&& call) {
+    options.keep_waiting = [state] {
+      py::gil_scoped_acquire gil;
+      if (PyErr_CheckSignals() == 0) return true;
+      if (!state->callback_error) {
+        state->callback_error = py::error_already_set();  // KeyboardInterrupt (or what the handler raised)
+      } else {
+        PyErr_Clear();
       }
-      if (done) break;
-      if (PyErr_CheckSignals() != 0) {
-        py::error_already_set interrupt;  // KeyboardInterrupt (or what the handler raised)
-        state->cancel.Cancel();
-        {
-          py::gil_scoped_release release;
-          state->WaitFor(kAbandonWait);  // the turn is withdrawn before we return
-        }
-        throw interrupt;
-      }
+      return false;
+    };
+    st::Result<st::TurnResult> result = st::Fail(st::Errc::internal, "the turn did not run");
+    {
+      py::gil_scoped_release release;
+      result = call(std::move(options));
     }
     if (state->callback_error) {
       py::error_already_set e = std::move(*state->callback_error);
       state->callback_error.reset();
       throw e;
     }
-    auto& outcome = *state->outcome;
-    if (!outcome) Raise(outcome.error());
-    return PyTurnResult::From(*outcome);
+    if (!result) Raise(result.error());
+    return PyTurnResult::From(*result);
   }
 
   // The completion of an async turn: done(result, exception) on the worker, with the GIL.

@@ -1,0 +1,487 @@
+// Event decoding (DecodeEvent, DecodeEventInto, Event::Reset, Event::Raw): simdjson's DOM parser,
+// whose compiled kernels are picked at run time for the CPU (AVX2, SSE4.2, ...). The parse validates
+// the whole line; the tape is then walked once: top-level scalars go straight into their fields,
+// nested modelled fields (questions, historyState, runtime) are read from the tape directly, and only
+// the values kept as JSON (diff, goal, attachments, unknown runtime members) become nlohmann values.
+// Unknown top-level fields are never materialised. A field of an unexpected type is recorded and left
+// at its zero value: the event itself is kept (PROTOCOL.md §2, and the real runtime has changed field
+// types before).
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <simdjson.h>
+
+#include "protocol_mismatches.hpp"
+#include "sessionturn/protocol.hpp"
+
+namespace sessionturn {
+namespace {
+
+using detail::Mismatches;
+namespace sj = simdjson::dom;
+
+// Top-level fields of an event.
+enum class Field : std::uint8_t {
+  kUnknown,
+  kId,
+  kType,
+  kTimestamp,
+  kRequestId,
+  kTurnId,
+  kText,
+  kRevision,
+  kStatus,
+  kSessionCommand,
+  kToolId,
+  kToolName,
+  kOutput,
+  kInputId,
+  kQuestions,
+  kDiff,
+  kFirstEventId,
+  kLastEventId,
+  kJournalId,
+  kReset,
+  kHistoryLimited,
+  kHistoryPage,
+  kHistoryCursor,
+  kHistoryState,
+  kRuntime,
+  kGoal,
+  kAttachments,
+};
+
+Field FieldOf(std::string_view k) noexcept {
+  switch (k.size()) {
+    case 2:
+      if (k == "id") return Field::kId;
+      break;
+    case 4:
+      if (k == "type") return Field::kType;
+      if (k == "text") return Field::kText;
+      if (k == "diff") return Field::kDiff;
+      if (k == "goal") return Field::kGoal;
+      break;
+    case 5:
+      if (k == "reset") return Field::kReset;
+      break;
+    case 6:
+      if (k == "turnId") return Field::kTurnId;
+      if (k == "status") return Field::kStatus;
+      if (k == "toolId") return Field::kToolId;
+      if (k == "output") return Field::kOutput;
+      break;
+    case 7:
+      if (k == "inputId") return Field::kInputId;
+      if (k == "runtime") return Field::kRuntime;
+      break;
+    case 8:
+      if (k == "revision") return Field::kRevision;
+      if (k == "toolName") return Field::kToolName;
+      break;
+    case 9:
+      if (k == "requestId") return Field::kRequestId;
+      if (k == "timestamp") return Field::kTimestamp;
+      if (k == "questions") return Field::kQuestions;
+      if (k == "journalId") return Field::kJournalId;
+      break;
+    case 11:
+      if (k == "historyPage") return Field::kHistoryPage;
+      if (k == "lastEventId") return Field::kLastEventId;
+      if (k == "attachments") return Field::kAttachments;
+      break;
+    case 12:
+      if (k == "firstEventId") return Field::kFirstEventId;
+      if (k == "historyState") return Field::kHistoryState;
+      break;
+    case 13:
+      if (k == "historyCursor") return Field::kHistoryCursor;
+      break;
+    case 14:
+      if (k == "sessionCommand") return Field::kSessionCommand;
+      if (k == "historyLimited") return Field::kHistoryLimited;
+      break;
+    default:
+      break;
+  }
+  return Field::kUnknown;
+}
+
+std::string SimdError(simdjson::error_code code) { return simdjson::error_message(code); }
+
+// Typed scalars out of the tape. A mismatch is recorded under prefix + key (built only then) and
+// leaves the member at its zero value.
+struct Scalars {
+  Mismatches& m;
+
+  void Mismatch(const std::string& prefix, std::string_view key, std::string_view want) {
+    std::string path = prefix;
+    path.append(key);
+    m.Add(std::move(path), want);
+  }
+  void Str(sj::element v, std::string& out, const std::string& prefix, std::string_view key) {
+    if (v.is_null()) return;
+    std::string_view s;
+    if (v.get_string().get(s)) {
+      out.clear();
+      return Mismatch(prefix, key, "a string");
+    }
+    out.assign(s.data(), s.size());
+  }
+  void Int(sj::element v, std::int64_t& out, const std::string& prefix, std::string_view key) {
+    if (v.is_null()) return;
+    std::int64_t i = 0;
+    if (!v.get_int64().get(i)) {
+      out = i;
+      return;
+    }
+    double d = 0;
+    if (v.is_double() && !v.get_double().get(d) && d >= -9.2e18 && d <= 9.2e18 &&
+        d == static_cast<double>(static_cast<std::int64_t>(d))) {
+      out = static_cast<std::int64_t>(d);
+      return;
+    }
+    out = 0;
+    Mismatch(prefix, key, v.is_uint64() ? "an integer in range" : "an integer");
+  }
+  void Bool(sj::element v, bool& out, const std::string& prefix, std::string_view key) {
+    if (v.is_null()) return;
+    if (v.get_bool().get(out)) {
+      out = false;
+      Mismatch(prefix, key, "a boolean");
+    }
+  }
+};
+
+// A value kept as JSON, built from the tape (no text parsed again). simdjson bounded its depth.
+Json ToJson(sj::element v) {
+  switch (v.type()) {
+    case sj::element_type::ARRAY: {
+      Json out = Json::array();
+      for (sj::element item : sj::array(v)) out.push_back(ToJson(item));
+      return out;
+    }
+    case sj::element_type::OBJECT: {
+      Json out = Json::object();
+      for (sj::key_value_pair kv : sj::object(v)) out[std::string(kv.key)] = ToJson(kv.value);
+      return out;
+    }
+    case sj::element_type::INT64: return Json(std::int64_t(v));
+    case sj::element_type::UINT64: return Json(std::uint64_t(v));
+    case sj::element_type::DOUBLE: return Json(double(v));
+    case sj::element_type::STRING: return Json(std::string(std::string_view(v)));
+    case sj::element_type::BOOL: return Json(bool(v));
+    case sj::element_type::NULL_VALUE: return Json();
+  }
+  return Json();
+}
+
+std::string Indexed(const std::string& path, std::size_t i) { return path + "[" + std::to_string(i) + "]"; }
+
+void ReadOptions(sj::element v, std::vector<InputOption>& out, const std::string& path, Scalars& r) {
+  sj::array arr;
+  if (v.get_array().get(arr)) return r.m.Add(path, "an array");
+  std::size_t index = 0;
+  for (sj::element o : arr) {
+    const std::string opath = Indexed(path, index++);
+    sj::object obj;
+    if (o.get_object().get(obj)) {
+      r.m.Add(opath, "an object");
+      continue;
+    }
+    InputOption opt;
+    const std::string prefix = opath + ".";
+    for (sj::key_value_pair kv : obj) {
+      if (kv.key == "label") {
+        r.Str(kv.value, opt.label, prefix, kv.key);
+      } else if (kv.key == "description") {
+        r.Str(kv.value, opt.description, prefix, kv.key);
+      }
+    }
+    out.push_back(std::move(opt));
+  }
+}
+
+// `v` is an array (the caller checked).
+void ReadQuestions(sj::element v, std::vector<InputQuestion>& out, Mismatches& m) {
+  Scalars r{m};
+  std::size_t index = 0;
+  for (sj::element q : sj::array(v)) {
+    const std::string path = Indexed("questions", index++);
+    sj::object obj;
+    if (q.get_object().get(obj)) {
+      m.Add(path, "an object");
+      continue;
+    }
+    InputQuestion iq;
+    const std::string prefix = path + ".";
+    for (sj::key_value_pair kv : obj) {
+      const std::string_view k = kv.key;
+      if (k == "id") {
+        r.Str(kv.value, iq.id, prefix, k);
+      } else if (k == "header") {
+        r.Str(kv.value, iq.header, prefix, k);
+      } else if (k == "question") {
+        r.Str(kv.value, iq.question, prefix, k);
+      } else if (k == "multiSelect") {
+        r.Bool(kv.value, iq.multi_select, prefix, k);
+      } else if (k == "secret") {
+        r.Bool(kv.value, iq.secret, prefix, k);
+      } else if (k == "options" && !kv.value.is_null()) {
+        iq.options.clear();
+        ReadOptions(kv.value, iq.options, prefix + "options", r);
+      }
+    }
+    out.push_back(std::move(iq));
+  }
+}
+
+// `v` is an object (the caller checked).
+void ReadHistoryState(sj::element v, std::optional<HistoryState>& out, Mismatches& m) {
+  Scalars r{m};
+  static const std::string kPath = "historyState.";
+  static const std::string kPending = "historyState.pendingTurn.";
+  HistoryState hs;
+  for (sj::key_value_pair kv : sj::object(v)) {
+    const std::string_view k = kv.key;
+    if (k == "activeTurnId") {
+      r.Str(kv.value, hs.active_turn_id, kPath, k);
+    } else if (k == "activeTurnStarted") {
+      r.Str(kv.value, hs.active_turn_started, kPath, k);
+    } else if (k == "turnInterrupting") {
+      r.Bool(kv.value, hs.turn_interrupting, kPath, k);
+    } else if (k == "waitingForInput") {
+      r.Bool(kv.value, hs.waiting_for_input, kPath, k);
+    } else if (k == "pendingTurn" && !kv.value.is_null()) {
+      sj::object pending;
+      if (kv.value.get_object().get(pending)) {
+        hs.pending_turn.reset();
+        m.Add("historyState.pendingTurn", "an object");
+        continue;
+      }
+      PendingTurn pt;
+      for (sj::key_value_pair p : pending) {
+        if (p.key == "turnId") {
+          r.Str(p.value, pt.turn_id, kPending, p.key);
+        } else if (p.key == "text") {
+          r.Str(p.value, pt.text, kPending, p.key);
+        } else if (p.key == "revision") {
+          r.Int(p.value, pt.revision, kPending, p.key);
+        }
+      }
+      hs.pending_turn = std::move(pt);
+    } else if (k == "fileDiff" && !kv.value.is_null()) {
+      hs.file_diff = ToJson(kv.value);
+    }
+  }
+  out = std::move(hs);
+}
+
+// `v` is an object (the caller checked).
+void ReadRuntime(sj::element v, std::optional<RuntimeStatus>& out, Mismatches& m) {
+  Scalars r{m};
+  static const std::string kPath = "runtime.";
+  static const std::string kUsage = "runtime.usage.";
+  RuntimeStatus rs;
+  for (sj::key_value_pair kv : sj::object(v)) {
+    const std::string_view k = kv.key;
+    if (k == "sessionName") {
+      r.Str(kv.value, rs.session_name, kPath, k);
+    } else if (k == "agentType") {
+      r.Str(kv.value, rs.agent_type, kPath, k);
+    } else if (k == "model") {
+      r.Str(kv.value, rs.model, kPath, k);
+    } else if (k == "workingDir") {
+      r.Str(kv.value, rs.working_dir, kPath, k);
+    } else if (k == "homeDir") {
+      r.Str(kv.value, rs.home_dir, kPath, k);
+    } else if (k == "branch") {
+      r.Str(kv.value, rs.branch, kPath, k);
+    } else if (k == "usage") {
+      if (kv.value.is_null()) continue;
+      sj::object usage;
+      if (kv.value.get_object().get(usage)) {
+        rs.usage.reset();
+        m.Add("runtime.usage", "an object");
+        continue;
+      }
+      Usage u;
+      for (sj::key_value_pair p : usage) {
+        const std::string_view uk = p.key;
+        if (uk == "inputTokens") {
+          r.Int(p.value, u.input_tokens, kUsage, uk);
+        } else if (uk == "outputTokens") {
+          r.Int(p.value, u.output_tokens, kUsage, uk);
+        } else if (uk == "totalTokens") {
+          r.Int(p.value, u.total_tokens, kUsage, uk);
+        } else if (uk == "contextTokens") {
+          r.Int(p.value, u.context_tokens, kUsage, uk);
+        } else if (uk == "contextWindow") {
+          r.Int(p.value, u.context_window, kUsage, uk);
+        }
+      }
+      rs.usage = u;
+    } else {
+      rs.extra[std::string(k)] = ToJson(kv.value);
+    }
+  }
+  out = std::move(rs);
+}
+
+class EventDecoder {
+ public:
+  Status Decode(std::string_view line, Event& ev, std::vector<FieldMismatch>* mismatches) {
+    ev.Reset();
+    // simdjson needs SIMDJSON_PADDING readable bytes after the input; copy into a reused buffer.
+    buffer_.resize(line.size() + simdjson::SIMDJSON_PADDING);
+    std::memcpy(buffer_.data(), line.data(), line.size());
+    std::memset(buffer_.data() + line.size(), 0, simdjson::SIMDJSON_PADDING);
+
+    sj::element root;
+    if (auto err = parser_.parse(reinterpret_cast<const std::uint8_t*>(buffer_.data()), line.size(), false).get(root);
+        err) {
+      MaybeShrink(line.size());
+      return Fail(Errc::protocol_error, NotObjectOr(line, "invalid JSON: " + SimdError(err)));
+    }
+    sj::object obj;
+    if (auto err = root.get_object().get(obj); err) return Fail(Errc::protocol_error, "not a JSON object");
+    Mismatches m(mismatches);
+    Scalars r{m};
+    for (sj::key_value_pair kv : obj) Field(FieldOf(kv.key), kv.key, kv.value, ev, r);
+    ev.line.assign(line.data(), line.size());
+    MaybeShrink(line.size());
+    return {};
+  }
+
+ private:
+  // A rare huge line must not pin its buffers for the thread's lifetime.
+  static constexpr std::size_t kKeepCapacity = 1u << 20;
+  void MaybeShrink(std::size_t line_size) {
+    if (line_size > kKeepCapacity) {
+      buffer_ = std::vector<char>();
+      parser_ = sj::parser();
+    }
+  }
+
+  static std::string NotObjectOr(std::string_view line, std::string otherwise) {
+    const std::size_t first = line.find_first_not_of(" \t\r\n");
+    if (first == std::string_view::npos || line[first] != '{') return "not a JSON object";
+    return otherwise;
+  }
+
+  static void Field(sessionturn::Field f, std::string_view key, sj::element v, Event& ev, Scalars& r) {
+    static const std::string kTop;
+    switch (f) {
+      case Field::kUnknown: return;
+      case Field::kId: return r.Int(v, ev.id, kTop, key);
+      case Field::kRevision: return r.Int(v, ev.revision, kTop, key);
+      case Field::kFirstEventId: return r.Int(v, ev.first_event_id, kTop, key);
+      case Field::kLastEventId: return r.Int(v, ev.last_event_id, kTop, key);
+      case Field::kType: return r.Str(v, ev.type, kTop, key);
+      case Field::kTimestamp: return r.Str(v, ev.timestamp, kTop, key);
+      case Field::kRequestId: return r.Str(v, ev.request_id, kTop, key);
+      case Field::kTurnId: return r.Str(v, ev.turn_id, kTop, key);
+      case Field::kText: return r.Str(v, ev.text, kTop, key);
+      case Field::kStatus: return r.Str(v, ev.status, kTop, key);
+      case Field::kSessionCommand: return r.Bool(v, ev.session_command, kTop, key);
+      case Field::kToolId: return r.Str(v, ev.tool_id, kTop, key);
+      case Field::kToolName: return r.Str(v, ev.tool_name, kTop, key);
+      case Field::kOutput: return r.Str(v, ev.output, kTop, key);
+      case Field::kInputId: return r.Str(v, ev.input_id, kTop, key);
+      case Field::kJournalId: return r.Str(v, ev.journal_id, kTop, key);
+      case Field::kHistoryCursor: return r.Str(v, ev.history_cursor, kTop, key);
+      case Field::kReset: return r.Bool(v, ev.reset, kTop, key);
+      case Field::kHistoryLimited: return r.Bool(v, ev.history_limited, kTop, key);
+      case Field::kHistoryPage: return r.Bool(v, ev.history_page, kTop, key);
+      case Field::kDiff:
+        if (!v.is_null()) ev.diff = ToJson(v);
+        return;
+      case Field::kGoal:
+        if (!v.is_null()) ev.goal = ToJson(v);
+        return;
+      case Field::kAttachments:
+        if (!v.is_null()) ev.attachments = ToJson(v);
+        return;
+      case Field::kQuestions:
+        if (v.is_null()) return;
+        if (!v.is_array()) return r.m.Add("questions", "an array");
+        ev.questions.clear();
+        return ReadQuestions(v, ev.questions, r.m);
+      case Field::kHistoryState:
+        if (v.is_null()) return;
+        if (!v.is_object()) return r.m.Add("historyState", "an object");
+        return ReadHistoryState(v, ev.history_state, r.m);
+      case Field::kRuntime:
+        if (v.is_null()) return;
+        if (!v.is_object()) return r.m.Add("runtime", "an object");
+        return ReadRuntime(v, ev.runtime, r.m);
+    }
+  }
+
+  sj::parser parser_;
+  std::vector<char> buffer_;
+};
+
+}  // namespace
+
+Json Event::Raw() const {
+  if (line.empty()) return EventToJson(*this);
+  Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return EventToJson(*this);
+  return j;
+}
+
+bool SameEvent(const Event& a, const Event& b) { return EventToJson(a) == EventToJson(b); }
+
+void Event::Reset() noexcept {
+  id = 0;
+  type.clear();
+  timestamp.clear();
+  request_id.clear();
+  turn_id.clear();
+  text.clear();
+  revision = 0;
+  status.clear();
+  session_command = false;
+  tool_id.clear();
+  tool_name.clear();
+  output.clear();
+  input_id.clear();
+  questions.clear();
+  diff = nullptr;
+  first_event_id = 0;
+  last_event_id = 0;
+  journal_id.clear();
+  reset = false;
+  history_limited = false;
+  history_page = false;
+  history_cursor.clear();
+  history_state.reset();
+  runtime.reset();
+  goal = nullptr;
+  attachments = nullptr;
+  line.clear();
+}
+
+Status DecodeEventInto(std::string_view line, Event& event, std::vector<FieldMismatch>* mismatches) {
+  // One decoder (parser state and buffers, reused across lines) per thread.
+  thread_local EventDecoder decoder;
+  try {
+    Status decoded = decoder.Decode(line, event, mismatches);
+    if (!decoded) event.Reset();
+    return decoded;
+  } catch (const std::exception& e) {  // allocation failure; simdjson itself does not throw here
+    event.Reset();
+    return Fail(Errc::protocol_error, std::string("cannot decode event: ") + e.what());
+  }
+}
+
+Result<Event> DecodeEvent(std::string_view line, std::vector<FieldMismatch>* mismatches) {
+  Event event;
+  if (auto decoded = DecodeEventInto(line, event, mismatches); !decoded) return Fail(decoded.error());
+  return event;
+}
+
+}  // namespace sessionturn
