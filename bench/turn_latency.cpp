@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <random>
 #include <string>
@@ -124,6 +125,24 @@ struct Stats {
   }
 };
 
+// Runs a runtime at `socket` in this process, fills its journal to `prefill` events, calls `ready`,
+// and serves until the process is killed.
+[[noreturn]] void Serve(const std::string& socket, long prefill, const std::function<void()>& ready) {
+  testing::LocalRuntimeOptions ro;
+  ro.socket_path = socket;
+  ro.echo_delay = std::chrono::milliseconds(0);
+  auto runtime = testing::LocalRuntime::Start(ro);
+  if (!runtime) {
+    std::fprintf(stderr, "runtime: %s\n", runtime.error().ToString().c_str());
+    _exit(1);
+  }
+  for (int i = 0; JournalEvents(socket) < prefill; ++i) {
+    for (int k = 0; k < 50; ++k) FloorTurn(socket, i * 50 + k, true);
+  }
+  ready();
+  for (;;) ::pause();
+}
+
 // A runtime in a forked child, its journal pre-filled to `prefill` events; killed by Stop.
 struct ChildRuntime {
   pid_t pid = -1;
@@ -136,20 +155,10 @@ struct ChildRuntime {
     const pid_t child = ::fork();
     if (child == 0) {  // the runtime's process: prefill, then serve until killed
       ::close(ready[0]);
-      testing::LocalRuntimeOptions ro;
-      ro.socket_path = socket;
-      ro.echo_delay = std::chrono::milliseconds(0);
-      auto runtime = testing::LocalRuntime::Start(ro);
-      if (!runtime) {
-        std::fprintf(stderr, "runtime: %s\n", runtime.error().ToString().c_str());
-        _exit(1);
-      }
-      for (int i = 0; JournalEvents(socket) < prefill; ++i) {
-        for (int k = 0; k < 50; ++k) FloorTurn(socket, i * 50 + k, true);
-      }
-      char ok = 'k';
-      (void)::write(ready[1], &ok, 1);
-      for (;;) ::pause();
+      Serve(socket, prefill, [&] {
+        char ok = 'k';
+        (void)::write(ready[1], &ok, 1);
+      });
     }
     ::close(ready[1]);
     char ok = 0;
@@ -246,12 +255,12 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (!serve.empty()) {
-    auto rt = ChildRuntime::Start(serve, prefill);
-    std::printf("serving %s (pid %d, journal %ld events)\n", serve.c_str(), rt.pid, JournalEvents(serve));
-    std::fflush(stdout);
-    ::waitpid(rt.pid, nullptr, 0);
-    return 0;
+  if (!serve.empty()) {  // the runtime in this process: killing it stops the runtime
+    ::unlink(serve.c_str());
+    Serve(serve, prefill, [&] {
+      std::printf("serving %s (journal %ld events)\n", serve.c_str(), JournalEvents(serve));
+      std::fflush(stdout);
+    });
   }
   if (!socket.empty()) {
     Stats one;

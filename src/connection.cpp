@@ -79,6 +79,19 @@ class UnixConnection final : public StreamConnection {
         handler(Fail(Errc::connection_failed, "connect " + Describe() + ": " + ErrorText(ec)));
         return;
       }
+      // A unix connect completes (or fails) at once: no timer and no reactor round for it. Only a
+      // connect still in progress (not seen on Linux) waits, bounded, below.
+      sockaddr_un addr{};
+      addr.sun_family = AF_UNIX;
+      std::memcpy(addr.sun_path, path.data(), std::min(path.size(), sizeof addr.sun_path - 1));
+      if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0) {
+        handler({});
+        return;
+      }
+      if (const int err = errno; err != EINPROGRESS) {
+        handler(ConnectFailure(std::error_code(err, std::system_category())));
+        return;
+      }
       auto timer = std::make_shared<asio::steady_timer>(strand_, kUnixConnectTimeout);
       auto done = std::make_shared<std::function<void(Status)>>(handler);
       auto finish = [done](Status status) {
@@ -97,18 +110,7 @@ class UnixConnection final : public StreamConnection {
       socket_.async_connect(asio::local::stream_protocol::endpoint(path),
                             [self = shared_from_this(), this, timer, finish](const std::error_code& cec) {
                               timer->cancel();
-                              if (cec) {
-                                // A full listen backlog (EAGAIN on a unix socket) or a kernel short of
-                                // buffers is the runtime being busy, not absent: say so with its own code,
-                                // so callers can retry it and not an absent runtime.
-                                const bool busy = cec == std::errc::resource_unavailable_try_again ||
-                                                  cec == std::errc::operation_would_block ||
-                                                  cec == std::errc::no_buffer_space;
-                                finish(Fail(busy ? Errc::unavailable : Errc::connection_failed,
-                                            "connect " + Describe() + ": " + ErrorText(cec)));
-                              } else {
-                                finish({});
-                              }
+                              finish(cec ? ConnectFailure(cec) : Status{});
                             });
     });
   }
@@ -126,10 +128,18 @@ class UnixConnection final : public StreamConnection {
     socket_.async_write_some(buffers, std::move(handler));
   }
   void ShutDown() override {
+    // close() alone: the descriptor is ours only (SOCK_CLOEXEC), so the runtime sees the end.
     std::error_code ignored;
-    socket_.shutdown(asio::socket_base::shutdown_both, ignored);
     socket_.close(ignored);
   }
+  // A full listen backlog (EAGAIN on a unix socket) or a kernel short of buffers is the runtime being
+  // busy, not absent: said with its own code, so callers can retry it and not an absent runtime.
+  Status ConnectFailure(const std::error_code& ec) const {
+    const bool busy = ec == std::errc::resource_unavailable_try_again || ec == std::errc::operation_would_block ||
+                      ec == std::errc::no_buffer_space;
+    return Fail(busy ? Errc::unavailable : Errc::connection_failed, "connect " + Describe() + ": " + ErrorText(ec));
+  }
+
   void OnReadEnded(const std::error_code& ec) override {
     if (ec == asio::error::eof) {
       EndStream(Error(Errc::connection_lost, Describe() + ": the runtime closed the connection"));
