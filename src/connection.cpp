@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 #include <mutex>
 #include <utility>
@@ -31,9 +32,6 @@ using conn::ErrorText;
 using conn::StreamConnection;
 using Clock = std::chrono::steady_clock;
 
-// A unix connect normally completes at once; this only bounds a runtime whose listen backlog is
-// full and that does not accept.
-constexpr auto kUnixConnectTimeout = std::chrono::seconds(10);
 // After SIGTERM, how long a child gets to exit before SIGKILL. Short: it has nothing to save, and a
 // caller closing a connection should not wait for a stuck kubectl.
 constexpr auto kKillGrace = std::chrono::milliseconds(1500);
@@ -79,39 +77,18 @@ class UnixConnection final : public StreamConnection {
         handler(Fail(Errc::connection_failed, "connect " + Describe() + ": " + ErrorText(ec)));
         return;
       }
-      // A unix connect completes (or fails) at once: no timer and no reactor round for it. Only a
-      // connect still in progress (not seen on Linux) waits, bounded, below.
+      // A unix connect completes or fails at once (a full listen backlog is EAGAIN, not a wait): no
+      // timer and no reactor round for it. An abstract name (leading NUL) counts its bytes exactly.
       sockaddr_un addr{};
       addr.sun_family = AF_UNIX;
-      std::memcpy(addr.sun_path, path.data(), std::min(path.size(), sizeof addr.sun_path - 1));
-      if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0) {
+      std::memcpy(addr.sun_path, path.data(), path.size());  // the connector checked it fits
+      const bool abstract = !path.empty() && path[0] == '\0';
+      const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size() + (abstract ? 0 : 1));
+      if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), length) == 0) {
         handler({});
-        return;
+      } else {
+        handler(ConnectFailure(std::error_code(errno, std::system_category())));
       }
-      if (const int err = errno; err != EINPROGRESS) {
-        handler(ConnectFailure(std::error_code(err, std::system_category())));
-        return;
-      }
-      auto timer = std::make_shared<asio::steady_timer>(strand_, kUnixConnectTimeout);
-      auto done = std::make_shared<std::function<void(Status)>>(handler);
-      auto finish = [done](Status status) {
-        if (!*done) return;  // the other of connect / timer came first
-        auto h = std::move(*done);
-        *done = nullptr;
-        h(std::move(status));
-      };
-      timer->async_wait([self = shared_from_this(), this, finish](const std::error_code& tec) {
-        if (tec) return;  // cancelled: connect finished
-        finish(Fail(Errc::timeout, "connect " + Describe() + ": no answer within " +
-                                       std::to_string(kUnixConnectTimeout.count()) + "s"));
-        std::error_code ignored;
-        socket_.close(ignored);
-      });
-      socket_.async_connect(asio::local::stream_protocol::endpoint(path),
-                            [self = shared_from_this(), this, timer, finish](const std::error_code& cec) {
-                              timer->cancel();
-                              finish(cec ? ConnectFailure(cec) : Status{});
-                            });
     });
   }
 

@@ -61,7 +61,8 @@ Driver::~Driver() {
   // let the caller destroy the Context under them, leaving turns unwithdrawn and connections open.
   // On a worker the wait would block the very thread they need, so there it does not wait.
   // A stopped Context runs nothing any more: there is nobody to wait for.
-  if (impl_->context.InWorkerThread() || impl_->context.Stopped()) return;
+  // Nor inside a callback of a blocking call on this thread's caller loop: those turns need this thread.
+  if (impl_->context.InWorkerThread() || impl_->context.Stopped() || driver_detail::caller_loop_depth > 0) return;
   std::unique_lock lock(impl_->mu);
   impl_->idle.wait_for(lock, kAbandonGrace + driver_detail::kDestructorWaitMargin, [this] { return impl_->Idle(); });
 }
@@ -107,6 +108,18 @@ Status ValidateAttach(const TurnRef& ref, const TurnOptions& options) {
 
 using blocking::ReportNow;
 
+// A failed check, reported without I/O: on a Context worker for an async call, here and now for a
+// blocking call on a private loop (its caller waits for exactly this; a job on a Context that is being
+// stopped could be dropped, and the caller would wait out its whole bound).
+template <typename Handler, typename Value>
+void ReportEarly(Context& context, const driver_detail::PrivateLoop& loop, Handler handler, Value value) {
+  if (loop) {
+    if (handler) handler(std::move(value));
+    return;
+  }
+  ReportNow(context, std::move(handler), std::move(value));
+}
+
 }  // namespace
 
 namespace {
@@ -115,15 +128,15 @@ std::shared_ptr<TurnOp> StartTurn(const std::shared_ptr<Driver::Impl>& impl, Pri
                                   std::string prompt, TurnTrackerOptions tracker, TurnOptions options,
                                   TurnHandler handler) {
   if (impl->context.Stopped() && !loop) {
-    ReportNow(impl->context, std::move(handler), Result<TurnResult>(Fail(StoppedContextError("the turn"))));
+    ReportEarly(impl->context, loop, std::move(handler), Result<TurnResult>(Fail(StoppedContextError("the turn"))));
     return nullptr;
   }
   if (!valid) {
-    ReportNow(impl->context, std::move(handler), Result<TurnResult>(Fail(valid.error())));
+    ReportEarly(impl->context, loop, std::move(handler), Result<TurnResult>(Fail(valid.error())));
     return nullptr;
   }
   if (options.cancel.IsCancelled()) {
-    ReportNow(impl->context, std::move(handler),
+    ReportEarly(impl->context, loop, std::move(handler),
               Result<TurnResult>(Fail(Errc::cancelled, "the turn was cancelled before it started")));
     return nullptr;
   }
@@ -169,7 +182,7 @@ Result<T> Blocking(Driver::Impl& impl, std::chrono::milliseconds bound, const ch
     return blocking::Call<T>(
         impl.context, bound, what, [&](auto handler) { op = start(nullptr, std::move(handler)); },
         [&] {
-          if (!keep_waiting || given_up || keep_waiting()) return;
+          if (!keep_waiting || given_up || driver_detail::KeepWaiting(keep_waiting)) return;
           given_up = true;
           cancel(Error(Errc::cancelled, "the turn was cancelled by the caller"));
         });
@@ -253,12 +266,12 @@ std::shared_ptr<OneShotOp> StartOneShot(const std::shared_ptr<Driver::Impl>& imp
                                         ClientRequest request, std::chrono::milliseconds timeout,
                                         OneShotHandler handler, const char* what) {
   if (impl->context.Stopped() && !loop) {
-    ReportNow(impl->context, std::move(handler), Result<Event>(Fail(StoppedContextError(what))));
+    ReportEarly(impl->context, loop, std::move(handler), Result<Event>(Fail(StoppedContextError(what))));
     return nullptr;
   }
   if (valid) valid = ValidateTimeout(timeout, what);
   if (!valid) {
-    ReportNow(impl->context, std::move(handler), Result<Event>(Fail(valid.error())));
+    ReportEarly(impl->context, loop, std::move(handler), Result<Event>(Fail(valid.error())));
     return nullptr;
   }
   auto op = std::make_shared<OneShotOp>(impl, std::move(loop), std::move(request), timeout, std::move(handler));

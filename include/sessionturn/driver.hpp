@@ -87,8 +87,9 @@ class Responder {
   std::shared_ptr<Impl> impl_;
 };
 
-// Receives the `input.requested` event (its questions in event.questions) and a responder. Runs on a
-// Context worker: must not block; answer later through the responder from any thread.
+// Receives the `input.requested` event (its questions in event.questions) and a responder. Runs where
+// on_event runs (a Context worker, or the calling thread of a blocking call): must not block; answer
+// later through the responder from any thread.
 using QuestionHandler = std::function<void(const Event& input_requested, Responder responder)>;
 
 // ---- Options and results -------------------------------------------------------------------------
@@ -218,6 +219,8 @@ class Driver {
   // connection_lost (beyond the reconnect budget), timeout and cancelled (after abandoning the turn),
   // too_large (reply above kMaxReplyBytes), would_block (called on a Context worker).
   // A finished turn is a TurnResult even when it failed or was interrupted: look at its status.
+  // With a connector that runs connections on the caller's strand (unix, the local backend) the turn
+  // runs on this thread, on a private event loop, callbacks included (docs/threading.md).
   Result<TurnResult> SubmitTurn(std::string prompt, TurnOptions options = {});
 
   // The same, asynchronously: `handler` is called exactly once, on a Context worker (also for

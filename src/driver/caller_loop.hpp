@@ -26,6 +26,19 @@ namespace sessionturn::driver_detail {
 // the bound only matters if something is wrong.
 inline constexpr std::chrono::milliseconds kCallerLoopDrain = std::chrono::milliseconds(500);
 
+// How many caller loops this thread is running now (nested blocking calls count each): a Driver
+// destroyed inside one of their callbacks must not wait for turns that only this thread can drive.
+inline thread_local int caller_loop_depth = 0;
+
+// Asks `keep_waiting`; an exception from it counts as "stop" (it must not unwind through the loop).
+inline bool KeepWaiting(const std::function<bool()>& keep_waiting) {
+  try {
+    return keep_waiting();
+  } catch (...) {
+    return false;
+  }
+}
+
 // This thread's loop for a blocking call: the one it used last, when nothing else holds it any more
 // (a loop costs an epoll descriptor, an eventfd and a timerfd to make), else a new one. A loop still
 // held (an operation of an earlier call that another thread keeps, a blocking call nested in a
@@ -57,6 +70,10 @@ Result<T> RunOnCallerLoop(const Context& context, std::chrono::milliseconds boun
                           Start&& start, Cancel&& cancel, const std::function<bool()>& keep_waiting = {}) {
   if (auto refused = blocking::RefuseOnWorker(context, what); !refused) return Fail(refused.error());
   PrivateLoop loop = AcquireCallerLoop();
+  ++caller_loop_depth;
+  struct DepthGuard {
+    ~DepthGuard() { --caller_loop_depth; }
+  } depth_guard;
   auto report = std::make_shared<CallerLoopReport<T>>();
   auto work = asio::make_work_guard(*loop);
   start(loop, [report, weak = std::weak_ptr<asio::io_context>(loop)](Result<T> result) {
@@ -77,7 +94,7 @@ Result<T> RunOnCallerLoop(const Context& context, std::chrono::milliseconds boun
     loop->run_one_for(blocking::kStoppedPoll);
     if (keep_waiting && !given_up && !reported() && std::chrono::steady_clock::now() >= next_poll) {
       next_poll = std::chrono::steady_clock::now() + blocking::kStoppedPoll;
-      if (!keep_waiting()) {
+      if (!KeepWaiting(keep_waiting)) {
         given_up = true;
         cancel(Error(Errc::cancelled, "the turn was cancelled by the caller"));
       }

@@ -8,6 +8,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -70,6 +71,43 @@ struct DriverState {
 // The strand of a new operation: on its private loop, or on the Context.
 inline Strand MakeOperationStrand(DriverState& driver, const PrivateLoop& loop) {
   return asio::make_strand(loop ? *loop : driver.context.io());
+}
+
+// A connect's report on its way to an operation on `strand`, which may be a blocking caller's private
+// loop. The connection is parked here and the job posted to the strand only says "take it": a job a
+// caller no longer runs (it returned, and its thread keeps the loop) then never owns a connection,
+// which might be bound to the Context and would be freed after it. An operation already gone has its
+// connection closed at once, on the reporting thread. `Op` has OnConnect(Result) and a ConnectPark.
+struct ConnectPark {
+  std::mutex mu;
+  std::optional<Result<std::shared_ptr<Connection>>> parked;
+};
+
+template <typename Op>
+Connector::ConnectHandler ReportConnectTo(std::weak_ptr<Op> weak, PrivateLoop loop, Strand strand) {
+  // `loop` keeps a private loop alive to post into, whatever thread reports.
+  return [weak = std::move(weak), loop = std::move(loop), strand](Result<std::shared_ptr<Connection>> result) {
+    auto op = weak.lock();
+    if (!op) {
+      if (result) (*result)->Close();
+      return;
+    }
+    {
+      std::lock_guard lock(op->connect_park.mu);
+      op->connect_park.parked = std::move(result);
+    }
+    op.reset();
+    asio::post(strand, [weak] {
+      auto taken = weak.lock();
+      if (!taken) return;
+      std::optional<Result<std::shared_ptr<Connection>>> report;
+      {
+        std::lock_guard lock(taken->connect_park.mu);
+        report.swap(taken->connect_park.parked);
+      }
+      if (report) taken->OnConnect(std::move(*report));
+    });
+  };
 }
 
 // "5s" or "250ms".

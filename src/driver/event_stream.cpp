@@ -55,19 +55,9 @@ void EventStream::Connect() {
   if (closed_) return;
   connecting_ = true;
   // On our strand: a connector that can runs the connection on it too (one strand per operation). The
-  // report may come from another thread after a blocking caller stopped running its loop: it keeps the
-  // loop alive to post into, and holds the stream weakly so that a job nobody runs holds nothing.
-  driver_->connector->AsyncConnectOn(
-      OperationStrand{strand_}, [weak = weak_from_this(), loop = loop_,
-                                 strand = strand_](Result<std::shared_ptr<Connection>> result) {
-        asio::post(strand, [weak, result = std::move(result)]() mutable {
-          if (auto self = weak.lock()) {
-            self->OnConnect(std::move(result));
-          } else if (result) {
-            (*result)->Close();
-          }
-        });
-      });
+  // report may come from another thread after a blocking caller stopped running its loop (see
+  // ReportConnectTo).
+  driver_->connector->AsyncConnectOn(OperationStrand{strand_}, ReportConnectTo(weak_from_this(), loop_, strand_));
 }
 
 void EventStream::OnConnect(Result<std::shared_ptr<Connection>> result) {
@@ -103,12 +93,15 @@ void EventStream::OnConnect(Result<std::shared_ptr<Connection>> result) {
 }
 
 void EventStream::Read() {
+  in_read_call_ = true;
   conn_->AsyncReadLine([self = shared_from_this(), gen = generation_](Result<std::string> line) {
-    // A connection on our own strand delivers from a job of its own (never from our call stack): go on
-    // at once, without a second trip through the strand's queue.
-    if (self->strand_.running_in_this_thread()) return self->OnLine(gen, std::move(line));
+    // Delivered from a job of the connection's own on our strand (not from inside the call above):
+    // go on at once, without a second trip through the strand's queue. A connection that answers
+    // inside AsyncReadLine itself is posted to, or lines would recurse through OnLine.
+    if (self->strand_.running_in_this_thread() && !self->in_read_call_) return self->OnLine(gen, std::move(line));
     asio::post(self->strand_, [self, gen, line = std::move(line)]() mutable { self->OnLine(gen, std::move(line)); });
   });
+  in_read_call_ = false;
 }
 
 void EventStream::OnLine(std::uint64_t gen, Result<std::string> line) {

@@ -45,13 +45,16 @@ class EventStream : public std::enable_shared_from_this<EventStream> {
   void Close();
 
   bool connected() const noexcept { return conn_ != nullptr; }
+
+  // A connect's report waiting for the strand (ReportConnectTo).
+  ConnectPark connect_park;
+  void OnConnect(Result<std::shared_ptr<Connection>> result);
   bool connecting() const noexcept { return connecting_; }
   bool ever_connected() const noexcept { return ever_connected_; }
   int reconnects() const noexcept { return reconnects_; }
 
  private:
   void Connect();
-  void OnConnect(Result<std::shared_ptr<Connection>> result);
   void Read();
   void OnLine(std::uint64_t gen, Result<std::string> line);
   // Decodes one line and hands its event to the owner; false when the owner is gone.
@@ -74,6 +77,7 @@ class EventStream : public std::enable_shared_from_this<EventStream> {
   bool connecting_ = false;
   bool ever_connected_ = false;
   bool closed_ = false;
+  bool in_read_call_ = false;  // inside conn_->AsyncReadLine (Read)
   int attempts_ = 0;  // consecutive failed attempts since the last progress
   int reconnects_ = 0;
   std::int64_t max_event_id_ = 0;  // the highest journaled id seen: a higher one is progress

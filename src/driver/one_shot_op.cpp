@@ -38,19 +38,9 @@ void OneShotOp::Start() {
       self->End(Fail(Errc::timeout, "the runtime did not answer the " + self->request_.type + " request within " +
                                         Seconds(self->timeout_)));
     });
-    // As EventStream::Connect: the report may come from another thread after a blocking caller
-    // stopped running its loop.
-    self->driver_->connector->AsyncConnectOn(
-        OperationStrand{self->strand_}, [weak = self->weak_from_this(), loop = self->loop_,
-                                         strand = self->strand_](Result<std::shared_ptr<Connection>> result) {
-          asio::post(strand, [weak, result = std::move(result)]() mutable {
-            if (auto op = weak.lock()) {
-              op->OnConnect(std::move(result));
-            } else if (result) {
-              (*result)->Close();
-            }
-          });
-        });
+    // As EventStream::Connect: the report may come from another thread (ReportConnectTo).
+    self->driver_->connector->AsyncConnectOn(OperationStrand{self->strand_},
+                                             ReportConnectTo(self->weak_from_this(), self->loop_, self->strand_));
   });
 }
 

@@ -22,8 +22,11 @@ class OneShotOp : public std::enable_shared_from_this<OneShotOp> {
   void Cancel(Error error);
   void Start();
 
- private:
+  // A connect's report waiting for the strand (ReportConnectTo).
+  ConnectPark connect_park;
   void OnConnect(Result<std::shared_ptr<Connection>> result);
+
+ private:
   void Read();
   void OnLine(Result<std::string> line);
   void End(Result<Event> result);
