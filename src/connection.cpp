@@ -54,9 +54,11 @@ class UnixConnection final : public StreamConnection {
   UnixConnection(Context& context, Strand strand, std::string describe, ConnectionLimits limits)
       : StreamConnection(context, std::move(strand), std::move(describe), limits), socket_(strand_) {}
 
-  // Connects to `path`, then calls `handler` (on the strand) with the error, if any.
+  // Connects to `path`, then calls `handler` (on the strand) with the error, if any. Called on the
+  // strand (an operation connecting on its own strand), it connects and calls `handler` before it
+  // returns; else from a job of its own.
   void Connect(const std::string& path, std::function<void(Status)> handler) {
-    PostOnStrand([this, path, handler = std::move(handler)] {
+    RunOnStrand([this, path, handler = std::move(handler)] {
       // Made by hand for SOCK_CLOEXEC: a child spawned by another thread meanwhile must not
       // inherit our socket (it would keep the runtime's end open after we close ours).
       const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -103,6 +105,9 @@ class UnixConnection final : public StreamConnection {
   void WriteSome(const std::vector<asio::const_buffer>& buffers, IoHandler handler) override {
     // Asio sends with MSG_NOSIGNAL on Linux: a vanished peer is EPIPE here, not a SIGPIPE.
     socket_.async_write_some(buffers, std::move(handler));
+  }
+  std::size_t WriteNow(asio::const_buffer buffer, std::error_code& ec) override {
+    return socket_.write_some(buffer, ec);  // non-blocking (set at connect)
   }
   void ShutDown() override {
     // close() alone: the descriptor is ours only (SOCK_CLOEXEC), so the runtime sees the end.

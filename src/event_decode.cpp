@@ -6,7 +6,7 @@
 // Unknown top-level fields are never materialised. A field of an unexpected type is recorded and left
 // at its zero value: the event itself is kept (PROTOCOL.md §2, and the real runtime has changed field
 // types before).
-#include <cstring>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -334,13 +334,15 @@ class EventDecoder {
  public:
   Status Decode(std::string_view line, Event& ev, std::vector<FieldMismatch>* mismatches) {
     ev.Reset();
-    // simdjson needs SIMDJSON_PADDING readable bytes after the input; copy into a reused buffer.
-    buffer_.resize(line.size() + simdjson::SIMDJSON_PADDING);
-    std::memcpy(buffer_.data(), line.data(), line.size());
-    std::memset(buffer_.data() + line.size(), 0, simdjson::SIMDJSON_PADDING);
+    // The line is kept in ev.line (Event::Raw parses it on demand), and simdjson parses it there:
+    // the string's spare capacity is its SIMDJSON_PADDING (read past the end, never written, any
+    // bytes), so the line is copied once.
+    const std::size_t padded = line.size() + simdjson::SIMDJSON_PADDING;
+    ev.line.reserve(padded);
+    ev.line.assign(line.data(), line.size());
 
     sj::element root;
-    if (auto err = parser_.parse(reinterpret_cast<const std::uint8_t*>(buffer_.data()), line.size(), false).get(root);
+    if (auto err = parser_.parse(reinterpret_cast<const std::uint8_t*>(ev.line.data()), line.size(), false).get(root);
         err) {
       MaybeShrink(line.size());
       return Fail(Errc::protocol_error, NotObjectOr(line, "invalid JSON: " + SimdError(err)));
@@ -350,19 +352,15 @@ class EventDecoder {
     Mismatches m(mismatches);
     Scalars r{m};
     for (sj::key_value_pair kv : obj) Field(FieldOf(kv.key), kv.key, kv.value, ev, r);
-    ev.line.assign(line.data(), line.size());
     MaybeShrink(line.size());
     return {};
   }
 
  private:
-  // A rare huge line must not pin its buffers for the thread's lifetime.
+  // A rare huge line must not pin its buffers for the thread's (or the reused Event's) lifetime.
   static constexpr std::size_t kKeepCapacity = 1u << 20;
   void MaybeShrink(std::size_t line_size) {
-    if (line_size > kKeepCapacity) {
-      buffer_ = std::vector<char>();
-      parser_ = sj::parser();
-    }
+    if (line_size > kKeepCapacity) parser_ = sj::parser();
   }
 
   static std::string NotObjectOr(std::string_view line, std::string otherwise) {
@@ -421,7 +419,6 @@ class EventDecoder {
   }
 
   sj::parser parser_;
-  std::vector<char> buffer_;
 };
 
 }  // namespace
@@ -435,39 +432,57 @@ Json Event::Raw() const {
 
 bool SameEvent(const Event& a, const Event& b) { return EventToJson(a) == EventToJson(b); }
 
+namespace {
+// Empties `s` but keeps its capacity for the next line, unless a rare huge value made it large.
+void ClearKeeping(std::string& s) noexcept {
+  constexpr std::size_t kKeep = 1u << 20;
+  if (s.capacity() > kKeep) {
+    std::string().swap(s);
+  } else {
+    s.clear();
+  }
+}
+}  // namespace
+
 void Event::Reset() noexcept {
   id = 0;
-  type.clear();
-  timestamp.clear();
-  request_id.clear();
-  turn_id.clear();
-  text.clear();
+  ClearKeeping(type);
+  ClearKeeping(timestamp);
+  ClearKeeping(request_id);
+  ClearKeeping(turn_id);
+  ClearKeeping(text);
   revision = 0;
-  status.clear();
+  ClearKeeping(status);
   session_command = false;
-  tool_id.clear();
-  tool_name.clear();
-  output.clear();
-  input_id.clear();
+  ClearKeeping(tool_id);
+  ClearKeeping(tool_name);
+  ClearKeeping(output);
+  ClearKeeping(input_id);
   questions.clear();
   diff = nullptr;
   first_event_id = 0;
   last_event_id = 0;
-  journal_id.clear();
+  ClearKeeping(journal_id);
   reset = false;
   history_limited = false;
   history_page = false;
-  history_cursor.clear();
+  ClearKeeping(history_cursor);
   history_state.reset();
   runtime.reset();
   goal = nullptr;
   attachments = nullptr;
-  line.clear();
+  ClearKeeping(line);
 }
 
 Status DecodeEventInto(std::string_view line, Event& event, std::vector<FieldMismatch>* mismatches) {
   // One decoder (parser state and buffers, reused across lines) per thread.
   thread_local EventDecoder decoder;
+  // A line that views event.line itself (decoding an Event's line again) would be cleared under us.
+  const char* own = event.line.data();
+  if (!line.empty() && std::less_equal<const char*>()(own, line.data()) &&
+      std::less<const char*>()(line.data(), own + event.line.size())) {
+    return DecodeEventInto(std::string(line), event, mismatches);
+  }
   try {
     Status decoded = decoder.Decode(line, event, mismatches);
     if (!decoded) event.Reset();

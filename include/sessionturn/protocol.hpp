@@ -168,8 +168,9 @@ struct Event {
 
   bool Is(std::string_view t) const noexcept { return type == t; }
 
-  // Empties every field but keeps the strings' capacity, so that an Event refilled line after line
-  // (DecodeEventInto) allocates nothing once it has seen lines of the stream's usual sizes.
+  // Empties every field but keeps the strings' capacity (up to 1 MiB each: a rare huge value is
+  // freed), so that an Event refilled line after line (DecodeEventInto) allocates nothing once it
+  // has seen lines of the stream's usual sizes.
   void Reset() noexcept;
 };
 
@@ -227,8 +228,8 @@ struct FieldMismatch {
 Result<Event> DecodeEvent(std::string_view line, std::vector<FieldMismatch>* mismatches = nullptr);
 
 // As DecodeEvent, into `event`, which is Reset first and reuses its strings' capacity: a consumer
-// of a long stream decodes into one Event without an allocation per line. On failure `event` is
-// left Reset.
+// of a long stream decodes into one Event without an allocation per line. The line is copied once,
+// into `event.line`, and parsed there. On failure `event` is left Reset.
 Status DecodeEventInto(std::string_view line, Event& event, std::vector<FieldMismatch>* mismatches = nullptr);
 // Requests decode strictly, as the runtime's own decoder does: a field of the wrong type is an error
 // naming it ("\"text\" must be a string"); the runtime closes a connection that sends one.

@@ -29,7 +29,7 @@ StreamConnection::IoHandler StreamConnection::OnStrand(IoHandler fn) {
 }
 
 void StreamConnection::Start() {
-  PostOnStrand([this] {
+  RunOnStrand([this] {
     if (started_ || down_) return;
     started_ = true;
     ReadLoop();
@@ -37,7 +37,12 @@ void StreamConnection::Start() {
 }
 
 void StreamConnection::AsyncReadLine(Connection::LineHandler handler) {
-  // Always posted: the handler then never runs nested inside the caller's own frame.
+  // The handler never runs nested inside the caller's own frame: a read from our strand with nothing
+  // to deliver yet waits at once; anything else is posted.
+  if (strand_.running_in_this_thread() && !in_.ReadPending() && in_.QueuedLines() == 0 && !in_.Ended()) {
+    in_.Read(std::move(handler));
+    return;
+  }
   PostOnStrand([this, handler = std::move(handler)]() mutable { in_.Read(std::move(handler)); });
 }
 
@@ -51,6 +56,7 @@ void StreamConnection::AsyncWrite(std::string line, Connection::WriteHandler don
   // lines a job writes go out together in one write (a turn's subscribe and message). Otherwise
   // posted, which keeps the call order across threads.
   if (strand_.running_in_this_thread() && posted_writes_.load() == 0) {
+    if (TryWriteNow(line, done)) return;
     QueueWrite(std::move(line), std::move(done));
     return;
   }
@@ -59,6 +65,34 @@ void StreamConnection::AsyncWrite(std::string line, Connection::WriteHandler don
     --posted_writes_;
     QueueWrite(std::move(line), std::move(done));
   });
+}
+
+bool StreamConnection::TryWriteNow(std::string& line, const Connection::WriteHandler& done) {
+  // Only a write whose completion nobody waits for (it would run inside the writer's call), and only
+  // in order: nothing queued, flushing or failed before it.
+  if (done || down_ || write_error_ || writing_ || flush_posted_ || !out_.Empty()) return false;
+  line.push_back('\n');
+  std::error_code ec;
+  const std::size_t written = WriteNow(asio::buffer(line), ec);
+  if (written == line.size()) return true;
+  if (ec && ec != asio::error::would_block && ec != asio::error::try_again) {
+    OnWriteFailed(ec);
+    return true;
+  }
+  // The transport took part of it (or nothing): the rest goes through the queue, which adds the
+  // newline back (a rest of just the newline is queued as an empty line).
+  line.erase(0, written);
+  line.pop_back();
+  return false;
+}
+
+void StreamConnection::OnWriteFailed(const std::error_code& ec) {
+  // Only the writers learn it here. The transport stays up: the read side sees the same failure
+  // (EOF, reset, the child's exit) and ends the stream with its cause, after the lines the peer
+  // sent before it went.
+  write_error_ = Error(Errc::connection_lost, describe_ + ": write failed: " + ErrorText(ec));
+  if (context_.ShouldLog(LogLevel::debug)) context_.Log(LogLevel::debug, write_error_->message);
+  out_.FailAll(*write_error_);
 }
 
 void StreamConnection::QueueWrite(std::string line, Connection::WriteHandler done) {
@@ -166,11 +200,7 @@ void StreamConnection::OnWritten(const std::error_code& ec, std::size_t bytes) {
   writing_ = false;
   if (down_) return;  // TearDown already failed the queued writes
   if (ec) {
-    // Only the writers learn it here. The transport stays up: the read side sees the same failure
-    // (EOF, reset, the child's exit) and ends the stream with its cause, after the lines the peer
-    // sent before it went.
-    write_error_ = Error(Errc::connection_lost, describe_ + ": write failed: " + ErrorText(ec));
-    out_.FailAll(*write_error_);
+    OnWriteFailed(ec);
     return;
   }
   out_.Consume(bytes);

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include <asio.hpp>
@@ -39,7 +40,8 @@ class StreamConnection : public std::enable_shared_from_this<StreamConnection> {
   StreamConnection(const StreamConnection&) = delete;
   StreamConnection& operator=(const StreamConnection&) = delete;
 
-  // Starts the continuous reader. Call once, after construction, from any thread.
+  // Starts the continuous reader. Call once, after construction, from any thread (on the strand it
+  // starts at once).
   void Start();
 
   void AsyncReadLine(Connection::LineHandler handler);
@@ -59,6 +61,13 @@ class StreamConnection : public std::enable_shared_from_this<StreamConnection> {
   virtual std::size_t ReadNow(asio::mutable_buffer buffer, std::error_code& ec) = 0;
   // Writes from `buffers` (several queued lines: one writev), in order.
   virtual void WriteSome(const std::vector<asio::const_buffer>& buffers, IoHandler handler) = 0;
+  // Writes what the transport takes now without blocking: the byte count, with `ec` would_block when
+  // it took nothing. The default takes nothing (every write goes through WriteSome).
+  virtual std::size_t WriteNow(asio::const_buffer buffer, std::error_code& ec) {
+    ec = asio::error::would_block;
+    (void)buffer;
+    return 0;
+  }
   // Closes the descriptors (and, for a child, starts stopping it). Called once, on the strand.
   virtual void ShutDown() = 0;
   // The read side ended with `ec` (EOF or an error). The default ends the stream with
@@ -70,6 +79,16 @@ class StreamConnection : public std::enable_shared_from_this<StreamConnection> {
   void EndStream(Error error);
   // Posts `fn` to run on the strand, keeping this object alive.
   void PostOnStrand(std::function<void()> fn);
+  // Runs `fn` now when called on the strand, else posts it. Only for work that calls nothing of the
+  // user's (or calls a handler that expects it: the connectors' reports to an operation's strand).
+  template <typename Fn>
+  void RunOnStrand(Fn&& fn) {
+    if (strand_.running_in_this_thread()) {
+      fn();
+    } else {
+      PostOnStrand(std::forward<Fn>(fn));
+    }
+  }
   // Wraps `fn` so it runs on the strand and keeps this object alive until it ran.
   IoHandler OnStrand(IoHandler fn);
 
@@ -82,6 +101,10 @@ class StreamConnection : public std::enable_shared_from_this<StreamConnection> {
   void OnReadable(const std::error_code& ec);
   // Queues a write (on the strand) and makes sure a flush follows.
   void QueueWrite(std::string line, Connection::WriteHandler done);
+  // A write nobody waits for, on the strand with nothing queued or in flight: written now (no job,
+  // no completion to run). False when it could not start now (the caller queues it).
+  bool TryWriteNow(std::string& line, const Connection::WriteHandler& done);
+  void OnWriteFailed(const std::error_code& ec);
   void WriteLoop();
   void OnWritten(const std::error_code& ec, std::size_t bytes);
   void TearDown(const Error& write_error);

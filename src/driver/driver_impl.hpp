@@ -17,6 +17,7 @@
 
 #include "sessionturn/driver.hpp"
 #include "blocking.hpp"
+#include "conn/operation_strand.hpp"
 
 namespace sessionturn::driver_detail {
 
@@ -81,6 +82,9 @@ inline Strand MakeOperationStrand(DriverState& driver, const PrivateLoop& loop) 
 struct ConnectPark {
   std::mutex mu;
   std::optional<Result<std::shared_ptr<Connection>>> parked;
+  // Strand only: the operation is inside the connector's call (ConnectOnStrand), which takes a report
+  // made meanwhile on the strand itself when the connector returns.
+  bool in_connect_call = false;
 };
 
 template <typename Op>
@@ -96,7 +100,10 @@ Connector::ConnectHandler ReportConnectTo(std::weak_ptr<Op> weak, PrivateLoop lo
       std::lock_guard lock(op->connect_park.mu);
       op->connect_park.parked = std::move(result);
     }
+    // in_connect_call is the strand's: read only on it.
+    const bool taken_on_return = strand.running_in_this_thread() && op->connect_park.in_connect_call;
     op.reset();
+    if (taken_on_return) return;
     asio::post(strand, [weak] {
       auto taken = weak.lock();
       if (!taken) return;
@@ -108,6 +115,29 @@ Connector::ConnectHandler ReportConnectTo(std::weak_ptr<Op> weak, PrivateLoop lo
       if (report) taken->OnConnect(std::move(*report));
     });
   };
+}
+
+// Connects `op` (on its strand: called there) through `connector`. A connector that connects on the
+// strand reports before it returns (a unix socket connects at once): that report is taken when it
+// returns, with no job of its own; any other goes through ReportConnectTo.
+template <typename Op>
+void ConnectOnStrand(Op& op, std::weak_ptr<Op> weak, const PrivateLoop& loop, const Strand& strand,
+                     Connector& connector) {
+  struct InCall {
+    ConnectPark& park;
+    explicit InCall(ConnectPark& p) : park(p) { park.in_connect_call = true; }
+    ~InCall() { park.in_connect_call = false; }
+  };
+  {
+    InCall in_call(op.connect_park);
+    connector.AsyncConnectOn(OperationStrand{strand}, ReportConnectTo(std::move(weak), loop, strand));
+  }
+  std::optional<Result<std::shared_ptr<Connection>>> report;
+  {
+    std::lock_guard lock(op.connect_park.mu);
+    report.swap(op.connect_park.parked);
+  }
+  if (report) op.OnConnect(std::move(*report));
 }
 
 // "5s" or "250ms".

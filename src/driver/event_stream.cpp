@@ -23,15 +23,14 @@ std::chrono::milliseconds Backoff(const ReconnectPolicy& policy, int attempt) {
 
 }  // namespace
 
-EventStream::EventStream(std::shared_ptr<DriverState> driver, PrivateLoop loop, Strand strand, ReconnectPolicy policy,
-                         std::string who)
+EventStream::EventStream(std::shared_ptr<DriverState> driver, PrivateLoop loop, Strand strand,
+                         std::shared_ptr<OpTimers> timers, ReconnectPolicy policy, std::string who)
     : loop_(std::move(loop)),
       driver_(std::move(driver)),
       strand_(std::move(strand)),
       policy_(policy),
       who_(std::move(who)),
-      backoff_(strand_),
-      handshake_(strand_) {}
+      timers_(std::move(timers)) {}
 
 void EventStream::Start(std::weak_ptr<Owner> owner) {
   owner_ = std::move(owner);
@@ -47,7 +46,7 @@ std::shared_ptr<EventStream::Owner> EventStream::LockOwner() {
 
 void EventStream::ReconnectNow() {
   if (closed_ || conn_ || connecting_) return;
-  backoff_.cancel();
+  timers_->Cancel(backoff_);
   Connect();
 }
 
@@ -57,7 +56,7 @@ void EventStream::Connect() {
   // On our strand: a connector that can runs the connection on it too (one strand per operation). The
   // report may come from another thread after a blocking caller stopped running its loop (see
   // ReportConnectTo).
-  driver_->connector->AsyncConnectOn(OperationStrand{strand_}, ReportConnectTo(weak_from_this(), loop_, strand_));
+  ConnectOnStrand(*this, weak_from_this(), loop_, strand_, *driver_->connector);
 }
 
 void EventStream::OnConnect(Result<std::shared_ptr<Connection>> result) {
@@ -82,9 +81,10 @@ void EventStream::OnConnect(Result<std::shared_ptr<Connection>> result) {
   ever_connected_ = true;
   conn_ = std::move(*result);
   ++generation_;
-  handshake_.expires_after(policy_.handshake_timeout);
-  handshake_.async_wait([self = shared_from_this(), gen = generation_](const asio::error_code& ec) {
-    if (ec || self->closed_ || gen != self->generation_ || !self->conn_) return;
+  timers_->Cancel(handshake_);
+  handshake_ = timers_->After(policy_.handshake_timeout, [self = shared_from_this(), gen = generation_] {
+    self->handshake_ = 0;
+    if (self->closed_ || gen != self->generation_ || !self->conn_) return;
     self->OnDrop(Error(Errc::timeout, "no history.end within " + Seconds(self->policy_.handshake_timeout) +
                                           " of connecting"));
   });
@@ -124,7 +124,7 @@ bool EventStream::HandleLine(std::string_view line) {
   // budget is for consecutive failures, and a stream that drops before any progress must not
   // reconnect forever.
   const bool end_of_replay = event_.Is(event_type::kHistoryEnd);
-  if (end_of_replay) handshake_.cancel();
+  if (end_of_replay) timers_->Cancel(handshake_);
   if (end_of_replay || event_.id > max_event_id_) attempts_ = 0;
   max_event_id_ = std::max(max_event_id_, event_.id);
   auto owner = LockOwner();
@@ -138,12 +138,8 @@ void EventStream::Send(const ClientRequest& request, Connection::WriteHandler do
     if (done) done(sessionturn::Fail(Errc::connection_lost, "no connection to the runtime"));
     return;
   }
-  if (!done) {
-    done = [driver = driver_, type = request.type](Status status) {
-      // A failed write means a broken stream: its read fails too, and the reconnect takes over.
-      if (!status) driver->Log(LogLevel::debug, "writing " + type + " failed: " + status.error().message);
-    };
-  }
+  // Without `done`, a failed write is the connection's to log: it means a broken stream, whose read
+  // fails too, and the reconnect takes over. A write nobody waits for can go out at once.
   conn_->AsyncWrite(EncodeRequest(request), std::move(done));
 }
 
@@ -153,7 +149,7 @@ void EventStream::OnDrop(const Error& error) {
   conn_->Close();
   conn_.reset();
   ++generation_;
-  handshake_.cancel();
+  timers_->Cancel(handshake_);
   last_drop_ = "the stream from " + describe + " ended: " + error.message +
                (diagnostics.empty() ? "" : " (" + diagnostics + ")");
   auto owner = LockOwner();
@@ -185,9 +181,10 @@ void EventStream::ScheduleReconnect() {
   const auto delay = Backoff(policy_, attempts_);
   ++attempts_;
   driver_->Log(LogLevel::info, who_ + ": " + last_drop_ + "; reconnecting in " + Seconds(delay));
-  backoff_.expires_after(delay);
-  backoff_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
-    if (ec || self->closed_ || self->conn_ || self->connecting_) return;
+  timers_->Cancel(backoff_);
+  backoff_ = timers_->After(delay, [self = shared_from_this()] {
+    self->backoff_ = 0;
+    if (self->closed_ || self->conn_ || self->connecting_) return;
     self->Connect();
   });
 }
@@ -201,8 +198,8 @@ void EventStream::Fail(Error error) {
 void EventStream::Close() {
   if (closed_) return;
   closed_ = true;
-  backoff_.cancel();
-  handshake_.cancel();
+  timers_->Cancel(backoff_);
+  timers_->Cancel(handshake_);
   if (conn_) {
     conn_->Close();
     conn_.reset();

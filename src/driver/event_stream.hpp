@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "driver/driver_impl.hpp"
+#include "driver/op_timers.hpp"
 
 namespace sessionturn::driver_detail {
 
@@ -31,8 +32,9 @@ class EventStream : public std::enable_shared_from_this<EventStream> {
 
   // `loop`: the operation's private loop (or null on the Context), kept alive by a connect that may
   // complete on another thread (the local backend's connector starts a stopped runtime on the Context).
-  EventStream(std::shared_ptr<DriverState> driver, PrivateLoop loop, Strand strand, ReconnectPolicy policy,
-              std::string who);
+  // `timers`: the operation's (on `strand`), for the handshake bound and the reconnect backoff.
+  EventStream(std::shared_ptr<DriverState> driver, PrivateLoop loop, Strand strand, std::shared_ptr<OpTimers> timers,
+              ReconnectPolicy policy, std::string who);
 
   // Connects for the first time. `owner` must outlive every call into it (the stream checks).
   void Start(std::weak_ptr<Owner> owner);
@@ -70,8 +72,9 @@ class EventStream : public std::enable_shared_from_this<EventStream> {
   ReconnectPolicy policy_;
   std::string who_;  // "turn", "watch": for log lines
   std::weak_ptr<Owner> owner_;
-  asio::steady_timer backoff_;
-  asio::steady_timer handshake_;
+  std::shared_ptr<OpTimers> timers_;
+  OpTimers::Key backoff_ = 0;
+  OpTimers::Key handshake_ = 0;
   std::shared_ptr<Connection> conn_;
   std::uint64_t generation_ = 0;  // handlers of an older connection are ignored
   bool connecting_ = false;

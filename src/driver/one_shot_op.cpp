@@ -39,8 +39,7 @@ void OneShotOp::Start() {
                                         Seconds(self->timeout_)));
     });
     // As EventStream::Connect: the report may come from another thread (ReportConnectTo).
-    self->driver_->connector->AsyncConnectOn(OperationStrand{self->strand_},
-                                             ReportConnectTo(self->weak_from_this(), self->loop_, self->strand_));
+    ConnectOnStrand(*self, self->weak_from_this(), self->loop_, self->strand_, *self->driver_->connector);
   });
 }
 

@@ -13,8 +13,7 @@ TurnOp::TurnOp(std::shared_ptr<DriverState> driver, PrivateLoop loop, std::strin
       options_(std::move(options)),
       handler_(std::move(handler)),
       attached_(tracker_.attached()),
-      deadline_(strand_),
-      grace_(strand_) {}
+      timers_(std::make_shared<OpTimers>(strand_)) {}
 
 void TurnOp::Start() {
   started_at_ = std::chrono::steady_clock::now();
@@ -49,9 +48,14 @@ void TurnOp::ReleaseStopped() {
 }
 
 void TurnOp::OnStart() {
-  deadline_.expires_after(options_.timeout);
-  deadline_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
-    if (ec) return;
+  // The stream bounds its replay (handshake_timeout after connecting) right after this: the timer
+  // waits for that bound from the start, so that neither the deadline nor the handshake re-arms it.
+  const auto now = OpTimers::Clock::now();
+  if (options_.reconnect.handshake_timeout < options_.timeout) {
+    timers_->ExpectBy(now + options_.reconnect.handshake_timeout);
+  }
+  deadline_ = timers_->At(now + options_.timeout, [self = shared_from_this()] {
+    self->deadline_ = 0;
     const std::string& turn = self->tracker_.turn_id();
     self->AbandonWith(Error(Errc::timeout, (turn.empty() ? std::string("the turn") : "turn " + turn) +
                                                " did not complete within " + Seconds(self->options_.timeout)));
@@ -63,7 +67,7 @@ void TurnOp::OnStart() {
     });
   }
   if (done_) return;  // cancelled synchronously above
-  stream_ = std::make_shared<EventStream>(driver_, loop_, strand_, options_.reconnect, "turn");
+  stream_ = std::make_shared<EventStream>(driver_, loop_, strand_, timers_, options_.reconnect, "turn");
   stream_->Start(weak_from_this());
 }
 
@@ -193,7 +197,7 @@ void TurnOp::SendAll(std::vector<ClientRequest> requests) {
 // not accepted, so the turn's timeout stays its bound.
 void TurnOp::AbandonWith(Error error) {
   if (done_ || tracker_.Abandoning()) return;
-  deadline_.cancel();
+  timers_->Cancel(deadline_);
   const auto now = std::chrono::steady_clock::now();
   const bool connected = stream_ && stream_->connected();
   const auto grace = options_.abandon_grace;
@@ -219,16 +223,17 @@ void TurnOp::AbandonWith(Error error) {
         Finish(Fail(std::move(error)));
         return;
       }
+      StartGrace(grace);  // first: the reconnect may report (and go on) before ReconnectNow returns
       stream_->ReconnectNow();
-      StartGrace(grace);
       return;
   }
 }
 
 void TurnOp::StartGrace(std::chrono::milliseconds grace) {
-  grace_.expires_after(grace);
-  grace_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
-    if (ec || self->done_) return;
+  timers_->Cancel(grace_);
+  grace_ = timers_->After(grace, [self = shared_from_this()] {
+    self->grace_ = 0;
+    if (self->done_) return;
     if (self->tracker_.Accepted()) {
       self->driver_->Log(LogLevel::warning, "abandoning turn " + self->tracker_.turn_id() +
                                                 ": the runtime did not confirm its withdrawal within " +
@@ -239,7 +244,7 @@ void TurnOp::StartGrace(std::chrono::milliseconds grace) {
 }
 
 void TurnOp::WithdrawThenFinish(std::vector<ClientRequest> requests, Error error) {
-  deadline_.cancel();
+  timers_->Cancel(deadline_);
   auto remaining = std::make_shared<std::size_t>(requests.size());
   for (auto& request : requests) {
     stream_->Send(request, [self = shared_from_this(), remaining, error](Status status) {
@@ -249,9 +254,10 @@ void TurnOp::WithdrawThenFinish(std::vector<ClientRequest> requests, Error error
       });
     });
   }
-  grace_.expires_after(options_.abandon_grace);
-  grace_.async_wait([self = shared_from_this(), error](const asio::error_code& ec) {
-    if (!ec) self->Finish(Fail(error));
+  timers_->Cancel(grace_);
+  grace_ = timers_->After(options_.abandon_grace, [self = shared_from_this(), error] {
+    self->grace_ = 0;
+    self->Finish(Fail(error));
   });
 }
 
@@ -283,15 +289,14 @@ void TurnOp::SurfaceQuestion(const Event& event) {
   impl->op = weak_from_this();
   impl->input_id = event.input_id;
   responders_[event.input_id] = impl;
-  auto timer = std::make_shared<asio::steady_timer>(strand_);
-  timer->expires_after(options_.answer_timeout);
-  timer->async_wait([self = shared_from_this(), impl](const asio::error_code& ec) {
-    if (ec || impl->used.exchange(true)) return;
+  if (auto it = answer_timers_.find(event.input_id); it != answer_timers_.end()) timers_->Cancel(it->second);
+  answer_timers_[event.input_id] = timers_->After(options_.answer_timeout, [self = shared_from_this(), impl] {
+    self->answer_timers_.erase(impl->input_id);
+    if (impl->used.exchange(true)) return;
     self->driver_->Log(LogLevel::info, "no answer to input " + impl->input_id + " within " +
                                            Seconds(self->options_.answer_timeout) + ": declining it");
     self->OnRespond(impl->input_id, std::nullopt);
   });
-  answer_timers_[event.input_id] = std::move(timer);
   if (options_.on_question) {
     CallUser(ctx(), "the on_question callback", [&] { options_.on_question(event, Responder(impl)); });
   }
@@ -301,7 +306,7 @@ void TurnOp::CloseQuestion(const std::string& input_id) {
   // Resolved by the runtime (another client answered, or a restart cancelled it): nobody can answer it
   // now, so the responder reports false and the answer timer must not decline it later.
   if (auto it = answer_timers_.find(input_id); it != answer_timers_.end()) {
-    it->second->cancel();
+    timers_->Cancel(it->second);
     answer_timers_.erase(it);
   }
   if (auto it = responders_.find(input_id); it != responders_.end()) {
@@ -313,7 +318,7 @@ void TurnOp::CloseQuestion(const std::string& input_id) {
 void TurnOp::OnRespond(const std::string& input_id,
                        std::optional<std::map<std::string, std::vector<std::string>>> answers) {
   if (auto it = answer_timers_.find(input_id); it != answer_timers_.end()) {
-    it->second->cancel();
+    timers_->Cancel(it->second);
     answer_timers_.erase(it);
   }
   responders_.erase(input_id);
@@ -331,10 +336,10 @@ void TurnOp::Finish(Result<TurnResult> result) {
   if (done_) return;
   done_ = true;
   finished_.store(true);
-  deadline_.cancel();
-  grace_.cancel();
-  for (auto& [id, timer] : answer_timers_) timer->cancel();
+  deadline_ = 0;
+  grace_ = 0;
   answer_timers_.clear();
+  timers_->CancelAll();  // with the stream's: nothing of the turn waits any more
   for (auto& [id, impl] : responders_) impl->used.store(true);
   responders_.clear();
   if (cancel_id_ != 0) options_.cancel.Unregister(cancel_id_);

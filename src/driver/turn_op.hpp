@@ -1,5 +1,5 @@
 // One turn in flight: a TurnTracker bound to an EventStream, the turn's deadline, the caller's
-// cancellation, the questions surfaced to the caller and the abandon grace. Serialized on its own
+// cancellation, the questions surfaced to the caller and the abandon grace, all timed by one timer. Serialized on its own
 // strand: every handler (stream, timers, cancellation, responders) runs there, so the state below is
 // touched by one thread at a time with no lock.
 #pragma once
@@ -70,14 +70,17 @@ class TurnOp : public std::enable_shared_from_this<TurnOp>, public EventStream::
   TurnOptions options_;
   TurnHandler handler_;
   bool attached_;
-  asio::steady_timer deadline_;
-  asio::steady_timer grace_;
+  // One timer for the turn (OpTimers): its deadline, the abandon grace, the answer timeouts and the
+  // stream's handshake and backoff.
+  std::shared_ptr<OpTimers> timers_;
+  OpTimers::Key deadline_ = 0;
+  OpTimers::Key grace_ = 0;
   std::shared_ptr<EventStream> stream_;
   std::uint64_t cancel_id_ = 0;
   bool done_ = false;
   std::atomic<bool> finished_{false};
   std::map<std::string, std::shared_ptr<Responder::Impl>> responders_;
-  std::map<std::string, std::shared_ptr<asio::steady_timer>> answer_timers_;
+  std::map<std::string, OpTimers::Key> answer_timers_;
   std::chrono::steady_clock::time_point started_at_;
   std::optional<std::chrono::steady_clock::time_point> message_written_at_;
   std::optional<std::chrono::steady_clock::time_point> accepted_at_, started_at_turn_, completed_at_;

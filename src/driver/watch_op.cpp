@@ -6,6 +6,7 @@ WatchOp::WatchOp(std::shared_ptr<DriverState> driver, WatchOptions options, Watc
                  WatchEndHandler on_end)
     : driver_(std::move(driver)),
       strand_(MakeOperationStrand(*driver_, nullptr)),
+      timers_(std::make_shared<OpTimers>(strand_)),
       options_(std::move(options)),
       callback_(std::move(callback)),
       on_end_(std::move(on_end)) {
@@ -16,7 +17,8 @@ WatchOp::WatchOp(std::shared_ptr<DriverState> driver, WatchOptions options, Watc
 void WatchOp::Start() {
   asio::post(strand_, [self = shared_from_this()] {
     if (self->done_) return;
-    self->stream_ = std::make_shared<EventStream>(self->driver_, nullptr, self->strand_, self->options_.reconnect, "watch");
+    self->stream_ = std::make_shared<EventStream>(self->driver_, nullptr, self->strand_, self->timers_,
+                                                  self->options_.reconnect, "watch");
     self->stream_->Start(self->weak_from_this());
   });
 }
@@ -84,6 +86,7 @@ void WatchOp::End(Status status) {
   done_ = true;
   ended_.store(true);
   if (stream_) stream_->Close();
+  timers_->CancelAll();
   {
     std::lock_guard lock(driver_->mu);
     driver_->watches.erase(this);

@@ -44,6 +44,7 @@ class WatchOp : public std::enable_shared_from_this<WatchOp>, public EventStream
 
   std::shared_ptr<DriverState> driver_;
   Strand strand_;
+  std::shared_ptr<OpTimers> timers_;  // the stream's handshake and backoff
   WatchOptions options_;
   WatchCallback callback_;
   WatchEndHandler on_end_;

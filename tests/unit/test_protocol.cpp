@@ -117,6 +117,48 @@ TEST_CASE("DecodeEvent fails only on lines that are not JSON objects", "[protoco
   check("", "JSON");
 }
 
+TEST_CASE("DecodeEventInto refills one Event line after line exactly as DecodeEvent decodes", "[protocol]") {
+  const std::vector<std::string> lines = {
+      R"({"id":7,"type":"tool.started","turnId":"t1","toolId":"tu_1","toolName":"Bash","text":"ls -la"})",
+      R"({"id":8,"type":"input.requested","inputId":"in1","questions":[{"id":"q","question":"Go?","options":[{"label":"yes"}]}]})",
+      R"({"type":"history.end","historyState":{"activeTurnId":"t1","pendingTurn":{"turnId":"t2","text":"next","revision":2}}})",
+      R"({"type":"runtime.status","runtime":{"sessionName":"s","usage":{"inputTokens":3},"custom":[1,{"a":null}]}})",
+      R"({"id":9,"type":"assistant.delta","text":"short"})",
+  };
+  Event ev;
+  for (int round = 0; round < 2; ++round) {
+    for (const auto& line : lines) {
+      INFO(line);
+      REQUIRE(DecodeEventInto(line, ev));
+      auto fresh = DecodeEvent(line);
+      REQUIRE(fresh);
+      CHECK(SameEvent(ev, *fresh));  // nothing of the previous line is left behind
+      CHECK(ev.line == line);
+      CHECK(ev.Raw() == Json::parse(line));
+    }
+  }
+  // A failed line leaves the Event Reset, and the next line decodes normally.
+  REQUIRE_FALSE(DecodeEventInto(R"({"id":1,"type":)", ev));
+  CHECK(ev.type.empty());
+  CHECK(ev.line.empty());
+  REQUIRE(DecodeEventInto(lines[0], ev));
+  CHECK(ev.tool_name == "Bash");
+  // The line of an Event decoded again into that same Event (its bytes live in ev.line).
+  REQUIRE(DecodeEventInto(ev.line, ev));
+  CHECK(ev.tool_name == "Bash");
+  CHECK(ev.line == lines[0]);
+  REQUIRE(DecodeEventInto(std::string_view(ev.line).substr(0, ev.line.size()), ev));
+  CHECK(ev.id == 7);
+  // A rare huge line does not pin its buffer in the reused Event.
+  const std::string huge = R"({"type":"tool.delta","output":")" + std::string(3u << 20, 'x') + R"("})";
+  REQUIRE(DecodeEventInto(huge, ev));
+  CHECK(ev.output.size() == (3u << 20));
+  REQUIRE(DecodeEventInto(lines[4], ev));
+  CHECK(ev.text == "short");
+  CHECK(ev.line.capacity() < (1u << 20));
+  CHECK(ev.output.capacity() < (1u << 20));
+}
+
 TEST_CASE("DecodeEvent keeps an event whose field has an unexpected type and names the field", "[protocol]") {
   struct Case {
     std::string line;
