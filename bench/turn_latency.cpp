@@ -4,6 +4,8 @@
 //     bytes for history.end and then turn.completed (no JSON decoding, no state machine);
 //   - the floor, sequential: the same, but the message waits for history.end (what the driver did before
 //     it pipelined; what it still does on a resume);
+//   - the floor, decoding: the pipelined floor decoding every line into one reused Event (what a client
+//     that reads the events cannot avoid), without the driver's loop and state machine;
 //   - Python: bench/py_turn_client.py, the driver's exchange in the standard library.
 // The method (issue 14): every client runs against a runtime in the same state: a fresh runtime (a
 // LocalRuntime in a forked child, so the client's CPU time is its own) per client and round, its journal
@@ -12,7 +14,7 @@
 // run goes on and the first subscribe's condensed page costs more each turn, which biased the published
 // ratios towards whichever client ran first.
 // Usage: bench_turn_latency [--turns N] [--rounds R] [--prefill EVENTS] [--seed S] [--no-python]
-//        bench_turn_latency --socket PATH [--turns N] [--client driver|floor|floor-seq]
+//        bench_turn_latency --socket PATH [--turns N] [--client driver|floor|floor-seq|floor-decode]
 //            one client against a running runtime; prints "<client> p50_ms X p99_ms Y cpu_us Z"
 //            (bench/py_binding_turn.py uses it as its C++ comparison; callgrind runs it)
 //        bench_turn_latency --serve PATH [--prefill EVENTS]   a runtime at PATH until killed
@@ -91,6 +93,34 @@ double FloorTurn(const std::string& path, int i, bool pipelined) {
   std::size_t at = ReadUntil(fd, buf, 0, "\"history.end\"");
   if (!pipelined) SendAll(fd, msg);
   ReadUntil(fd, buf, at, "\"turn.completed\"");
+  ::close(fd);
+  return bench::Ms(Clock::now() - t0);
+}
+
+// The decoding floor: the pipelined floor, but every line is decoded (DecodeEventInto, one reused Event,
+// as the driver's streams do) and the turn ends on the decoded turn.completed: what a client that reads
+// the events costs, without the driver's event loop, state machine and plumbing.
+double FloorDecodeTurn(const std::string& path, int i) {
+  const auto t0 = Clock::now();
+  const int fd = Connect(path);
+  SendAll(fd, EncodeRequest(ClientRequest::Subscribe(0, "", true, 1, 1024)) + "\n" +
+                  EncodeRequest(ClientRequest::Message(NewRequestId(), "floor turn " + std::to_string(i))) + "\n");
+  static Event event;
+  std::string buf;
+  std::size_t begin = 0;
+  for (bool done = false; !done;) {
+    char chunk[65536];
+    const ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
+    if (n <= 0) {
+      std::fprintf(stderr, "floor-decode: stream ended\n");
+      std::exit(1);
+    }
+    buf.append(chunk, static_cast<std::size_t>(n));
+    for (std::size_t nl; !done && (nl = buf.find('\n', begin)) != std::string::npos; begin = nl + 1) {
+      if (!DecodeEventInto(std::string_view(buf).substr(begin, nl - begin), event)) std::exit(1);
+      done = event.Is(event_type::kTurnCompleted);
+    }
+  }
   ::close(fd);
   return bench::Ms(Clock::now() - t0);
 }
@@ -214,8 +244,9 @@ void RunClient(const std::string& client, const std::string& path, int turns, St
     return;
   }
   const bool pipelined = client == "floor";
+  const bool decoding = client == "floor-decode";
   const double c0 = CpuMs();
-  for (int i = 0; i < turns; ++i) stats.ms.push_back(FloorTurn(path, i, pipelined));
+  for (int i = 0; i < turns; ++i) stats.ms.push_back(decoding ? FloorDecodeTurn(path, i) : FloorTurn(path, i, pipelined));
   stats.cpu_ms += CpuMs() - c0;
 }
 
@@ -250,7 +281,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: bench_turn_latency [--turns N] [--rounds R] [--prefill EVENTS] [--seed S] [--no-python]\n"
-                   "       bench_turn_latency --socket PATH [--turns N] [--client driver|floor|floor-seq]\n"
+                   "       bench_turn_latency --socket PATH [--turns N] [--client driver|floor|floor-seq|floor-decode]\n"
                    "       bench_turn_latency --serve PATH [--prefill EVENTS]\n");
       return 2;
     }
@@ -273,7 +304,7 @@ int main(int argc, char** argv) {
   const std::string dir = ::mkdtemp(dir_template);
   const std::string path = dir + "/runtime.sock";
 
-  std::vector<std::string> clients = {"driver", "floor", "floor-seq"};
+  std::vector<std::string> clients = {"driver", "floor", "floor-seq", "floor-decode"};
   if (python) clients.push_back("python");
   std::map<std::string, Stats> stats;
   std::mt19937 rng(seed);
@@ -294,10 +325,11 @@ int main(int argc, char** argv) {
   stats["driver"].Print("sessionturn Driver");
   stats["floor"].Print("floor, pipelined");
   stats["floor-seq"].Print("floor, sequential");
+  stats["floor-decode"].Print("floor, decoding");
   if (python) stats["python"].Print("python (stdlib client)");
   const Stats& ours = stats["driver"];
   const double o50 = bench::Percentile(ours.ms, 50), o99 = bench::Percentile(ours.ms, 99);
-  for (const char* f : {"floor", "floor-seq"}) {
+  for (const char* f : {"floor", "floor-seq", "floor-decode"}) {
     const Stats& fl = stats[f];
     std::printf("  ratio driver / %-10s latency p50 %.2fx  p99 %.2fx  client CPU %.2fx  (targets: p50 <= 1.1x "
                 "the pipelined floor, CPU <= 1.25x)\n",

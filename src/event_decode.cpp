@@ -334,16 +334,18 @@ class EventDecoder {
  public:
   Status Decode(std::string_view line, Event& ev, std::vector<FieldMismatch>* mismatches) {
     ev.Reset();
-    // The line is kept in ev.line (Event::Raw parses it on demand), and simdjson parses it there:
-    // the string's spare capacity is its SIMDJSON_PADDING (read past the end, never written, any
-    // bytes), so the line is copied once.
-    const std::size_t padded = line.size() + simdjson::SIMDJSON_PADDING;
-    ev.line.reserve(padded);
+    // The line is kept in ev.line (Event::Raw parses it on demand), and simdjson parses it there,
+    // with its SIMDJSON_PADDING appended for the parse (zeros, inside the string: no read past its
+    // end) and cut off again at once (the parsed document holds copies of what it needs). The line
+    // is copied once.
+    ev.line.reserve(line.size() + simdjson::SIMDJSON_PADDING);
     ev.line.assign(line.data(), line.size());
-
+    ev.line.append(simdjson::SIMDJSON_PADDING, '\0');
     sj::element root;
-    if (auto err = parser_.parse(reinterpret_cast<const std::uint8_t*>(ev.line.data()), line.size(), false).get(root);
-        err) {
+    const auto parsed =
+        parser_.parse(reinterpret_cast<const std::uint8_t*>(ev.line.data()), line.size(), false).get(root);
+    ev.line.resize(line.size());
+    if (auto err = parsed; err) {
       MaybeShrink(line.size());
       return Fail(Errc::protocol_error, NotObjectOr(line, "invalid JSON: " + SimdError(err)));
     }
@@ -474,15 +476,27 @@ void Event::Reset() noexcept {
   ClearKeeping(line);
 }
 
+namespace {
+bool Inside(const std::string& s, std::string_view v) {
+  const char* begin = s.data();
+  return !v.empty() && std::less_equal<const char*>()(begin, v.data()) &&
+         std::less<const char*>()(v.data(), begin + s.size());
+}
+bool ViewsTopLevelString(const Event& e, std::string_view v) {
+  for (const std::string* s : {&e.line, &e.type, &e.timestamp, &e.request_id, &e.turn_id, &e.text, &e.status,
+                               &e.tool_id, &e.tool_name, &e.output, &e.input_id, &e.journal_id, &e.history_cursor}) {
+    if (Inside(*s, v)) return true;
+  }
+  return false;
+}
+}  // namespace
+
 Status DecodeEventInto(std::string_view line, Event& event, std::vector<FieldMismatch>* mismatches) {
   // One decoder (parser state and buffers, reused across lines) per thread.
   thread_local EventDecoder decoder;
-  // A line that views event.line itself (decoding an Event's line again) would be cleared under us.
-  const char* own = event.line.data();
-  if (!line.empty() && std::less_equal<const char*>()(own, line.data()) &&
-      std::less<const char*>()(line.data(), own + event.line.size())) {
-    return DecodeEventInto(std::string(line), event, mismatches);
-  }
+  // A line that views one of the event's own strings (decoding an Event's line again) would be
+  // cleared or freed under us: decoded from a copy.
+  if (ViewsTopLevelString(event, line)) return DecodeEventInto(std::string(line), event, mismatches);
   try {
     Status decoded = decoder.Decode(line, event, mismatches);
     if (!decoded) event.Reset();

@@ -229,7 +229,9 @@ Result<Event> DecodeEvent(std::string_view line, std::vector<FieldMismatch>* mis
 
 // As DecodeEvent, into `event`, which is Reset first and reuses its strings' capacity: a consumer
 // of a long stream decodes into one Event without an allocation per line. The line is copied once,
-// into `event.line`, and parsed there. On failure `event` is left Reset.
+// into `event.line`, and parsed there. On failure `event` is left Reset. `line` may view one of
+// `event`'s own top-level strings (it is copied first), not a string nested in its questions,
+// historyState or runtime.
 Status DecodeEventInto(std::string_view line, Event& event, std::vector<FieldMismatch>* mismatches = nullptr);
 // Requests decode strictly, as the runtime's own decoder does: a field of the wrong type is an error
 // naming it ("\"text\" must be a string"); the runtime closes a connection that sends one.

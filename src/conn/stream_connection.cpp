@@ -52,9 +52,10 @@ std::optional<std::string> StreamConnection::TryReadLine() {
 }
 
 void StreamConnection::AsyncWrite(std::string line, Connection::WriteHandler done) {
-  // From our own strand, with no write from another thread still on its way: queued now, so that the
-  // lines a job writes go out together in one write (a turn's subscribe and message). Otherwise
-  // posted, which keeps the call order across threads.
+  // From our own strand, with no write from another thread still on its way: written now when
+  // nobody waits for it and nothing is queued before it (TryWriteNow), else queued now, so that the
+  // lines a job queues go out together in one write. From elsewhere posted, which keeps the call
+  // order across threads.
   if (strand_.running_in_this_thread() && posted_writes_.load() == 0) {
     if (TryWriteNow(line, done)) return;
     QueueWrite(std::move(line), std::move(done));
@@ -70,7 +71,9 @@ void StreamConnection::AsyncWrite(std::string line, Connection::WriteHandler don
 bool StreamConnection::TryWriteNow(std::string& line, const Connection::WriteHandler& done) {
   // Only a write whose completion nobody waits for (it would run inside the writer's call), and only
   // in order: nothing queued, flushing or failed before it.
-  if (done || down_ || write_error_ || writing_ || flush_posted_ || !out_.Empty()) return false;
+  if (done || down_ || write_error_ || writing_ || flush_posted_ || !out_.Empty() || close_called_.load()) {
+    return false;
+  }
   line.push_back('\n');
   std::error_code ec;
   const std::size_t written = WriteNow(asio::buffer(line), ec);
@@ -92,13 +95,25 @@ void StreamConnection::OnWriteFailed(const std::error_code& ec) {
   // sent before it went.
   write_error_ = Error(Errc::connection_lost, describe_ + ": write failed: " + ErrorText(ec));
   if (context_.ShouldLog(LogLevel::debug)) context_.Log(LogLevel::debug, write_error_->message);
-  out_.FailAll(*write_error_);
+  FailQueuedWrites(*write_error_);
+}
+
+void StreamConnection::FailQueuedWrites(const Error& error) {
+  if (!out_.Empty() && context_.ShouldLog(LogLevel::debug)) {
+    context_.Log(LogLevel::debug, describe_ + ": " + std::to_string(out_.Size()) +
+                                      " queued line(s) not written: " + error.message);
+  }
+  out_.FailAll(error);
 }
 
 void StreamConnection::QueueWrite(std::string line, Connection::WriteHandler done) {
   if (write_error_) {
     // Reported from a job of its own: never inside the writer's call.
-    if (done) PostOnStrand([done = std::move(done), error = *write_error_] { done(tl::unexpected<Error>(error)); });
+    if (done) {
+      PostOnStrand([done = std::move(done), error = *write_error_] { done(tl::unexpected<Error>(error)); });
+    } else if (context_.ShouldLog(LogLevel::debug)) {
+      context_.Log(LogLevel::debug, describe_ + ": a line was not written: " + write_error_->message);
+    }
     return;
   }
   out_.Push(std::move(line), std::move(done));
@@ -111,6 +126,7 @@ void StreamConnection::QueueWrite(std::string line, Connection::WriteHandler don
 }
 
 void StreamConnection::Close() {
+  close_called_.store(true);  // a write on the strand before the job below runs is not written now
   PostOnStrand([this] {
     Error cancelled(Errc::cancelled, describe_ + ": connection closed");
     in_.Fail(cancelled);
@@ -131,7 +147,7 @@ void StreamConnection::TearDown(const Error& write_error) {
     down_ = true;
     ShutDown();
   }
-  out_.FailAll(*write_error_);
+  FailQueuedWrites(*write_error_);
 }
 
 void StreamConnection::ReadLoop() {

@@ -105,6 +105,8 @@ class StreamConnection : public std::enable_shared_from_this<StreamConnection> {
   // no completion to run). False when it could not start now (the caller queues it).
   bool TryWriteNow(std::string& line, const Connection::WriteHandler& done);
   void OnWriteFailed(const std::error_code& ec);
+  // Fails every queued write with `error`, saying at debug level how many nobody waited for.
+  void FailQueuedWrites(const Error& error);
   void WriteLoop();
   void OnWritten(const std::error_code& ec, std::size_t bytes);
   void TearDown(const Error& write_error);
@@ -117,6 +119,7 @@ class StreamConnection : public std::enable_shared_from_this<StreamConnection> {
   bool reading_ = false;
   bool writing_ = false;
   bool flush_posted_ = false;          // a WriteLoop job is queued
+  std::atomic<bool> close_called_{false};  // Close() was called: its job may not have run yet
   std::atomic<int> posted_writes_{0};  // AsyncWrite jobs posted and not run yet
   bool down_ = false;              // the transport is shut down; nothing more is read or written
   std::optional<Error> write_error_;  // once set (write failed, closed, ended): what writes complete with

@@ -72,19 +72,25 @@ void OpTimers::OnWake(std::uint64_t generation, const asio::error_code& ec) {
   if (ec) return;
   // One due function at a time, earliest first, each taken out before it runs: it may cancel or add
   // others (a deadline that withdraws the turn starts the grace; a finish cancels everything).
-  for (;;) {
-    const auto now = Clock::now();
-    auto due = std::min_element(entries_.begin(), entries_.end(),
-                                [](const Entry& a, const Entry& b) { return a.when < b.when; });
-    if (due == entries_.end() || due->when > now) break;
-    std::function<void()> fn = std::move(due->fn);
-    entries_.erase(due);
-    fn();
+  // A function that throws (out of memory) leaves the others scheduled.
+  try {
+    for (;;) {
+      auto due = Earliest();
+      if (due == entries_.end() || due->when > Clock::now()) break;
+      std::function<void()> fn = std::move(due->fn);
+      entries_.erase(due);
+      fn();
+    }
+  } catch (...) {
+    if (auto next = Earliest(); next != entries_.end()) WaitFor(next->when);
+    throw;
   }
-  if (entries_.empty()) return;
-  const auto next = std::min_element(entries_.begin(), entries_.end(),
-                                     [](const Entry& a, const Entry& b) { return a.when < b.when; });
-  WaitFor(next->when);
+  if (auto next = Earliest(); next != entries_.end()) WaitFor(next->when);
+}
+
+std::vector<OpTimers::Entry>::iterator OpTimers::Earliest() {
+  return std::min_element(entries_.begin(), entries_.end(),
+                          [](const Entry& a, const Entry& b) { return a.when < b.when; });
 }
 
 }  // namespace sessionturn::driver_detail

@@ -2,8 +2,9 @@
 // abandon grace and each question's answer timeout all wait on the same asio timer, armed for the
 // earliest. A deadline cancelled before it is due leaves the timer alone (the wait wakes, finds
 // nothing due and waits for the next), and ExpectBy arms the timer for a deadline the operation is
-// about to add, so that a turn arms and cancels its timer once (each re-arm of an asio timer costs a
-// timerfd update and a cancelled wait's completion).
+// about to add, so that a turn that ends within its handshake bound (the usual echo or short turn)
+// arms and cancels its timer once; a longer one wakes once more at that bound and waits for its
+// deadline. Each re-arm of an asio timer costs a timerfd update and a cancelled wait's completion.
 // Not thread-safe: every call runs on the operation's strand, and so do the due functions.
 #pragma once
 
@@ -69,6 +70,7 @@ class OpTimers : public std::enable_shared_from_this<OpTimers> {
   void WaitFor(Clock::time_point when);
   void OnWake(std::uint64_t generation, const asio::error_code& ec);
   void OnAbandoned(std::uint64_t generation) noexcept;
+  std::vector<Entry>::iterator Earliest();
 
   asio::steady_timer timer_;
   std::vector<Entry> entries_;  // a few at most: unsorted

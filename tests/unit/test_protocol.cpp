@@ -149,6 +149,13 @@ TEST_CASE("DecodeEventInto refills one Event line after line exactly as DecodeEv
   CHECK(ev.line == lines[0]);
   REQUIRE(DecodeEventInto(std::string_view(ev.line).substr(0, ev.line.size()), ev));
   CHECK(ev.id == 7);
+  // Another of its own strings, a huge one (Reset frees it): decoded from a copy, not from freed memory.
+  Event other;
+  other.output = R"({"id":3,"type":"tool.delta","toolName":"Bash","text":")" + std::string(2u << 20, 'y') + R"("})";
+  REQUIRE(DecodeEventInto(other.output, other));
+  CHECK(other.tool_name == "Bash");
+  CHECK(other.text.size() == (2u << 20));
+  CHECK(other.output.empty());
   // A rare huge line does not pin its buffer in the reused Event.
   const std::string huge = R"({"type":"tool.delta","output":")" + std::string(3u << 20, 'x') + R"("})";
   REQUIRE(DecodeEventInto(huge, ev));
