@@ -423,67 +423,69 @@ TEST_CASE("unix connection: Close completes a pending read and later calls with 
   release = true;
 }
 
+// A server that sends "go" and records every line it receives until EOF, and a connection to it whose
+// read of "go" runs `on_go` on the connection's strand.
+struct GoServer {
+  TempDir dir;
+  std::vector<std::string> received;
+  UnixServer server{dir.path, [this](int fd) {
+                      SendAll(fd, "go\n");
+                      std::string buffer;
+                      while (auto line = RecvLine(fd, buffer)) received.push_back(*line);
+                    }};
+
+  std::shared_ptr<Connection> Connect(Context& context, std::function<void(Connection&)> on_go) {
+    auto connection = ConnectNow(*MakeUnixConnector(context, server.path()));
+    REQUIRE(connection);
+    std::shared_ptr<Connection> c = *connection;
+    c->AsyncReadLine([c, on_go = std::move(on_go)](Result<std::string> line) {
+      if (line) on_go(*c);
+    });
+    return c;
+  }
+};
+
 TEST_CASE("unix connection: writes from its strand keep their order, a partly written one too", "[connection]") {
   // On the connection's strand (inside a read handler) a write nobody waits for is written at once, one
   // with a handler is queued: neither may overtake the other, also when the first one is too large for
   // the socket buffer and its rest goes through the queue.
-  TempDir dir;
+  GoServer go;
   const std::string big(600000, 'x');
-  std::vector<std::string> received;
-  UnixServer server(dir.path, [&](int fd) {
-    SendAll(fd, "go\n");
-    std::string buffer;
-    while (auto line = RecvLine(fd, buffer)) received.push_back(*line);
-  });
   Context context(QuietOptions(2));
-  auto connection = ConnectNow(*MakeUnixConnector(context, server.path()));
-  REQUIRE(connection);
-  std::shared_ptr<Connection> c = *connection;
   auto written = std::make_shared<std::promise<Status>>();
   auto future = written->get_future();
-  c->AsyncReadLine([c, written, &big](Result<std::string> line) {
-    if (!line) return;
-    c->AsyncWrite(big, {});
-    c->AsyncWrite("b", {});
-    c->AsyncWrite("c", [written](Status s) { written->set_value(s); });
+  auto c = go.Connect(context, [written, &big](Connection& conn) {
+    conn.AsyncWrite(big, {});
+    conn.AsyncWrite("b", {});
+    conn.AsyncWrite("c", [written](Status s) { written->set_value(s); });
   });
   REQUIRE(future.wait_for(kWait) == std::future_status::ready);
   CHECK(future.get());
   c->Close();
-  REQUIRE(WaitFor([&] { return server.done(); }));
-  REQUIRE(received.size() == 3);
-  CHECK(received[0] == big);
-  CHECK(received[1] == "b");
-  CHECK(received[2] == "c");
+  REQUIRE(WaitFor([&] { return go.server.done(); }));
+  REQUIRE(go.received.size() == 3);
+  CHECK(go.received[0] == big);
+  CHECK(go.received[1] == "b");
+  CHECK(go.received[2] == "c");
 }
 
 TEST_CASE("unix connection: a write from its strand after Close is not written", "[connection]") {
-  TempDir dir;
-  std::vector<std::string> received;
-  UnixServer server(dir.path, [&](int fd) {
-    SendAll(fd, "go\n");
-    std::string buffer;
-    while (auto line = RecvLine(fd, buffer)) received.push_back(*line);
-  });
+  GoServer go;
   Context context(QuietOptions(2));
-  auto connection = ConnectNow(*MakeUnixConnector(context, server.path()));
-  REQUIRE(connection);
-  std::shared_ptr<Connection> c = *connection;
   auto after = std::make_shared<std::promise<Status>>();
   auto future = after->get_future();
-  c->AsyncReadLine([c, after](Result<std::string> line) {
-    if (!line) return;
-    c->AsyncWrite("a", {});
-    c->Close();
-    c->AsyncWrite("after-unwaited", {});
-    c->AsyncWrite("after", [after](Status s) { after->set_value(s); });
+  auto c = go.Connect(context, [after](Connection& conn) {
+    conn.AsyncWrite("a", {});
+    conn.Close();
+    conn.AsyncWrite("after-unwaited", {});
+    conn.AsyncWrite("after", [after](Status s) { after->set_value(s); });
   });
   REQUIRE(future.wait_for(kWait) == std::future_status::ready);
   auto status = future.get();
   REQUIRE_FALSE(status);
   CHECK(status.error().code == Errc::cancelled);
-  REQUIRE(WaitFor([&] { return server.done(); }));
-  CHECK(received == std::vector<std::string>{"a"});
+  REQUIRE(WaitFor([&] { return go.server.done(); }));
+  CHECK(go.received == std::vector<std::string>{"a"});
 }
 
 TEST_CASE("unix connection: destroying it with operations pending cancels them safely", "[connection]") {
