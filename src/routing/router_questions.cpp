@@ -125,6 +125,15 @@ std::shared_ptr<QuestionRun> Router::Impl::QuestionFor(const InboundMessage& m, 
     for (auto& [id, q] : questions) {
       if (q->stored.message_id == m.reply_to_message_id && q->stored.thread.chat == m.chat) return q;
     }
+    // A reply to a message we do not know, in a thread whose question's post has not come back yet:
+    // the platform showed the question before it told us its id, and the user answered it. (A reply to
+    // any message in the bot-message index is not that question.)
+    for (auto& [id, q] : questions) {
+      if (q->resolved || !q->stored.message_id.empty() || !(q->stored.thread == m.Where())) continue;
+      auto known = store->FindBotMessage(routing::ChatRef::Of(m.Where()), m.reply_to_message_id);
+      if (known && !*known) return q;
+      break;
+    }
   }
   // The next message in the question's thread from someone who may answer it.
   for (auto& [id, q] : questions) {

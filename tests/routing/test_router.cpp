@@ -255,6 +255,32 @@ TEST_CASE("router: a button pressed before the question's post came back still m
   CHECK(open->empty());
 }
 
+TEST_CASE("router: a reply to the question made before its post came back answers it", "[routing][router]") {
+  // The platform shows the question and the user replies to it before the bot learns the message's id
+  // (seen with Telegram's long polling under load): the reply is the answer, not a new prompt.
+  TempRoot root;
+  const std::string script = root.File("ask.json", kLanguageQuestion);
+  Rig rig(root, ThreadedCaps(), "script:" + script);
+  rig.adapter.hold_button_posts = true;
+  REQUIRE(*rig.Send(Msg("1", "start")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitFor([](const std::vector<SentOp>& ops) {
+    for (const auto& op : ops) {
+      if (!op.buttons.empty()) return true;
+    }
+    return false;
+  }));
+  std::string question_message;
+  for (const auto& op : rig.adapter.Ops()) {
+    if (!op.buttons.empty()) question_message = op.message_id;
+  }
+  auto reply = Msg("2", "c++");
+  reply.reply_to_message_id = question_message;
+  REQUIRE(*rig.Send(reply) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("Answers: lang=C++"));  // the answer, not a second prompt queued behind
+  rig.adapter.ReleaseHeld();
+  CHECK(rig.adapter.WaitForText("Answered by"));
+}
+
 TEST_CASE("router: an unanswered question is declined at the answer timeout and the thread is told",
           "[routing][router]") {
   TempRoot root;
