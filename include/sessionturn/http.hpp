@@ -1,6 +1,6 @@
 // Asynchronous HTTP on the Context: HttpClient runs libcurl's multi-socket interface on the
 // Context's event loop (no thread of its own), with connection reuse, TLS material in memory, a
-// streaming form for watches and long polls, and blocking wrappers for scripts. The retry helper
+// streaming form for watches and long polls, and a blocking form run on the caller's thread. The retry helper
 // (RetryPolicy, RetryBudget, ParseRetryAfter, ShouldRetry) is shared by every API client built on it.
 #pragma once
 
@@ -150,12 +150,14 @@ class HttpClient {
   // Sends the request and streams a 2xx body to handlers.on_chunk (see HttpStreamHandlers).
   HttpCall AsyncStream(HttpRequest request, HttpStreamHandlers handlers);
 
-  // Blocking AsyncRequest. On a worker of the client's Context: Errc::would_block at once.
+  // Blocking AsyncRequest, run on the calling thread (a loop of its own with this thread's kept-alive
+  // connections; no worker is involved). On a worker of the client's Context: Errc::would_block at once.
   Result<HttpResponse> Request(HttpRequest request);
 
-  // Connections this client opened so far (diagnostics and tests: keep-alive shows as few).
+  // Connections this client opened so far, by its async and blocking requests (diagnostics and
+  // tests: keep-alive shows as few).
   std::uint64_t ConnectionsOpened() const noexcept;
-  // Requests and streams accepted whose done handler has not returned yet.
+  // Requests and streams accepted whose done handler has not returned yet (blocking ones included).
   std::size_t InFlight() const noexcept;
 
   struct Impl;

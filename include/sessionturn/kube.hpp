@@ -120,9 +120,9 @@ struct KubeClientOptions {
   // A whole non-watch call, its retries and their waits included: it reports by then.
   std::chrono::milliseconds request_timeout{30000};
   std::chrono::milliseconds connect_timeout{10000};
-  // The Context whose event loop does the client's I/O and runs its handlers; blocking calls made on
-  // its worker threads fail with Errc::would_block. Null: the client owns a private one-thread
-  // Context (so blocking calls work from any thread, and async handlers run on that thread).
+  // The Context whose event loop does the client's asynchronous I/O and runs its handlers; blocking
+  // calls made on its worker threads fail with Errc::would_block. Null: the client owns a private
+  // one-thread Context (async handlers run on that thread).
   Context* context = nullptr;
 };
 
@@ -182,13 +182,15 @@ class KubeWatch {
 };
 
 // A Kubernetes REST client on HttpClient (http.hpp): asynchronous verbs on a Context, and blocking
-// ones for scripts built on them. Paths are API paths with their query ("/api/v1/namespaces").
-// Connections are kept alive and shared by every call of one client.
+// ones that run the same calls on the calling thread. Paths are API paths with their query
+// ("/api/v1/namespaces"). Connections are kept alive: the async calls share the client's, and each
+// thread's blocking calls share that thread's (up to 16 threads per client keep theirs).
 //
 // Threading: every method may be called from any thread. Async handlers run on a worker of the
-// client's Context and must not block. Blocking calls block the calling thread until the call
-// reports (by request_timeout; a watch by its deadline); on a worker of the client's Context they
-// return Errc::would_block at once. Destroying the client cancels its calls and watches in flight:
+// client's Context and must not block. Blocking calls do their I/O on the calling thread (no worker
+// is involved: they complete while every worker is busy) until the call reports (by
+// request_timeout; a watch by its deadline); on a worker of the client's Context they return
+// Errc::would_block at once. A Context stopped under a blocking call ends it with Errc::cancelled. Destroying the client cancels its calls and watches in flight:
 // their handlers get Errc::cancelled (none are called if the Context is stopped).
 //
 // Errors: 401/403/404/409 map to Errc::unauthorized/forbidden/not_found/conflict, 400/422 to
@@ -229,9 +231,10 @@ class KubeClient {
   Result<nlohmann::json> Patch(std::string_view path, const nlohmann::json& patch, PatchType type);
   Result<nlohmann::json> Delete(std::string_view path);
 
-  // AsyncWatch, blocking: `handler` runs on the calling thread (so it may block, and may make
-  // blocking calls on this client). Returns when the handler returns false (success), at the
-  // deadline (Errc::timeout), or on an error that retries do not cure.
+  // AsyncWatch, blocking, on the calling thread: `handler` runs there as each event is read (so it
+  // may block, which holds the stream back, and may make blocking calls on this client). Returns
+  // when the handler returns false (success), at the deadline (Errc::timeout), when it throws
+  // (Errc::internal), or on an error that retries do not cure.
   Status Watch(std::string_view collection_path, const KubeWatchOptions& options, const WatchHandler& handler);
 
   struct Impl;

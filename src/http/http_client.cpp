@@ -2,6 +2,8 @@
 #include <algorithm>
 
 #include "blocking.hpp"
+#include "blocking_loop.hpp"
+#include "http/lanes.hpp"
 #include "http/multi.hpp"
 #include "http/transfer.hpp"
 #include "sessionturn/http.hpp"
@@ -9,7 +11,16 @@
 namespace sessionturn {
 
 struct HttpClient::Impl {
-  std::shared_ptr<http::Multi> multi;
+  std::shared_ptr<http::Multi> multi;  // the asynchronous exchanges, on the Context
+  std::shared_ptr<http::Lanes> lanes;  // the blocking ones, each on its caller's thread
+
+  explicit Impl(std::shared_ptr<http::Multi> m)
+      : multi(std::move(m)), lanes(std::make_shared<http::Lanes>(multi->context(), multi->options(), multi->tally())) {}
+
+  void Close() {
+    lanes->Close();
+    multi->Close();
+  }
 };
 
 // Weak on both sides: the client holds a transfer while it runs, and a handle kept by an object
@@ -50,17 +61,17 @@ std::string HttpResponse::Header(std::string_view name) const {
 }
 
 HttpClient::HttpClient(Context& context, HttpClientOptions options)
-    : impl_(std::make_shared<Impl>(Impl{std::make_shared<http::Multi>(context, std::move(options))})) {}
+    : impl_(std::make_shared<Impl>(std::make_shared<http::Multi>(context, std::move(options)))) {}
 
 HttpClient::~HttpClient() {
-  if (impl_) impl_->multi->Close();
+  if (impl_) impl_->Close();
 }
 
 HttpClient::HttpClient(HttpClient&&) noexcept = default;
 
 HttpClient& HttpClient::operator=(HttpClient&& other) noexcept {
   if (this != &other) {
-    if (impl_) impl_->multi->Close();
+    if (impl_) impl_->Close();
     impl_ = std::move(other.impl_);
   }
   return *this;
@@ -68,11 +79,11 @@ HttpClient& HttpClient::operator=(HttpClient&& other) noexcept {
 
 Context& HttpClient::context() const noexcept { return impl_->multi->context(); }
 
-namespace {
+namespace http {
 
-HttpCall Submit(const std::shared_ptr<http::Multi>& multi, HttpRequest request, HttpStreamHandlers handlers,
-                bool streaming) {
-  auto transfer = std::make_shared<http::Transfer>(std::move(request), std::move(handlers), streaming);
+HttpCall SubmitTo(const std::shared_ptr<Multi>& multi, HttpRequest request, HttpStreamHandlers handlers,
+                  bool streaming) {
+  auto transfer = std::make_shared<Transfer>(std::move(request), std::move(handlers), streaming);
   Context& context = multi->context();
   if (context.Stopped()) {
     // Nothing would run it: report here (blocking::ReportNow's convention) and hand back a finished handle.
@@ -87,22 +98,35 @@ HttpCall Submit(const std::shared_ptr<http::Multi>& multi, HttpRequest request, 
   return HttpCall(std::make_shared<HttpCall::Impl>(HttpCall::Impl{multi, std::move(transfer)}));
 }
 
-}  // namespace
+}  // namespace http
 
 HttpCall HttpClient::AsyncRequest(HttpRequest request, HttpHandler handler) {
   HttpStreamHandlers handlers;
   handlers.on_done = std::move(handler);
-  return Submit(impl_->multi, std::move(request), std::move(handlers), false);
+  return http::SubmitTo(impl_->multi, std::move(request), std::move(handlers), false);
 }
 
 HttpCall HttpClient::AsyncStream(HttpRequest request, HttpStreamHandlers handlers) {
-  return Submit(impl_->multi, std::move(request), std::move(handlers), true);
+  return http::SubmitTo(impl_->multi, std::move(request), std::move(handlers), true);
 }
 
+// On this thread's lane (http/lanes.hpp): the exchange runs here, with no hand-off to a worker.
 Result<HttpResponse> HttpClient::Request(HttpRequest request) {
+  constexpr std::string_view kWhat = "HttpClient::Request";
+  Context& ctx = context();
+  if (auto refused = blocking::RefuseOnWorker(ctx, kWhat); !refused) return Fail(refused.error());
   const auto bound = request.timeout;
-  return blocking::Call<HttpResponse>(context(), bound, "HttpClient::Request",
-                                      [&](HttpHandler done) { AsyncRequest(std::move(request), std::move(done)); });
+  http::LaneLease lease = impl_->lanes->Acquire();
+  if (!lease) return Fail(Errc::cancelled, request.method + " " + request.url + ": the HttpClient is being destroyed");
+  HttpCall call;
+  return blocking::RunOnLoop<HttpResponse>(
+      ctx, lease.lane()->loop, blocking::AfterReport::ready, bound, kWhat,
+      [&](const blocking::PrivateLoop&, HttpHandler done) {
+        HttpStreamHandlers handlers;
+        handlers.on_done = std::move(done);
+        call = http::SubmitTo(lease.lane()->multi, std::move(request), std::move(handlers), false);
+      },
+      [&](const Error&) { call.Cancel(); });
 }
 
 std::uint64_t HttpClient::ConnectionsOpened() const noexcept { return impl_->multi->ConnectionsOpened(); }

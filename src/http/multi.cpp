@@ -57,10 +57,15 @@ struct Multi::Socket {
 };
 
 Multi::Multi(Context& context, HttpClientOptions options)
+    : Multi(context, context.io(), std::move(options), std::make_shared<Tally>()) {}
+
+Multi::Multi(Context& context, asio::io_context& io, HttpClientOptions options, std::shared_ptr<Tally> tally)
     : context_(context),
+      io_(io),
       options_(std::move(options)),
-      strand_(asio::make_strand(context.io())),
-      timer_(strand_) {
+      strand_(asio::make_strand(io)),
+      timer_(strand_),
+      tally_(std::move(tally)) {
   GlobalInit();
   user_agent_ = options_.user_agent.empty() ? std::string("sessionturn/") + SESSIONTURN_VERSION_STRING
                                             : options_.user_agent;
@@ -163,6 +168,14 @@ void Multi::Close() {
   }
 }
 
+void Multi::CloseIdle() {
+  {
+    std::lock_guard lock(deliver_mu_);
+    closing_.store(true, std::memory_order_release);
+  }
+  CloseNow(false);
+}
+
 void Multi::CloseNow(bool report) {
   if (closed_) return;
   closed_ = true;
@@ -251,7 +264,7 @@ void Multi::Report(const std::shared_ptr<Transfer>& t, Result<HttpResponse> outc
   t->handlers = HttpStreamHandlers{};  // the stream's captures are released now, not with the handle
   // Posted, never called here: we may be inside libcurl, and the handler may start new exchanges or
   // destroy the client.
-  asio::post(context_.io(), [t, tally = tally_, handler = std::move(handler), outcome = std::move(outcome)]() mutable {
+  asio::post(io_, [t, tally = tally_, handler = std::move(handler), outcome = std::move(outcome)]() mutable {
     struct Done {
       Transfer& t;
       Tally& tally;
@@ -438,7 +451,7 @@ curl_socket_t Multi::OnOpenSocket(void* clientp, curlsocktype purpose, curl_sock
     ::close(fd);
     return CURL_SOCKET_BAD;
   }
-  self->connections_opened_.fetch_add(1, std::memory_order_relaxed);
+  self->tally_->connections_opened.fetch_add(1, std::memory_order_relaxed);
   return fd;
 }
 

@@ -23,11 +23,13 @@
 namespace sessionturn::http {
 
 // Counts accepted exchanges whose done handler has not returned, for InFlight() and the destructor's
-// wait. Shared with the posted handlers, which may outlive the Multi.
+// wait, and the connections opened. Shared with the posted handlers, which may outlive the Multi, and
+// by a client's multis (its own on the Context and its lanes': http/lanes.hpp).
 struct Tally {
   std::mutex mu;
   std::condition_variable idle;
   std::size_t in_flight = 0;
+  std::atomic<std::uint64_t> connections_opened{0};
 
   void Add() {
     std::lock_guard lock(mu);
@@ -47,14 +49,20 @@ class Multi : public std::enable_shared_from_this<Multi> {
  public:
   using Strand = asio::strand<asio::io_context::executor_type>;
 
+  // On the Context's loop (HttpClient's own).
   Multi(Context& context, HttpClientOptions options);
+  // On `io`, a loop its caller runs (a lane), counting into `tally`. `context` is for logging only.
+  Multi(Context& context, asio::io_context& io, HttpClientOptions options, std::shared_ptr<Tally> tally);
   ~Multi();
   Multi(const Multi&) = delete;
   Multi& operator=(const Multi&) = delete;
 
   Context& context() const noexcept { return context_; }
+  const HttpClientOptions& options() const noexcept { return options_; }
   const std::shared_ptr<Tally>& tally() const noexcept { return tally_; }
-  std::uint64_t ConnectionsOpened() const noexcept { return connections_opened_.load(std::memory_order_relaxed); }
+  std::uint64_t ConnectionsOpened() const noexcept {
+    return tally_->connections_opened.load(std::memory_order_relaxed);
+  }
 
   // Any thread: hands the transfer to the strand, which starts it (or reports why it cannot).
   void Submit(std::shared_ptr<Transfer> transfer);
@@ -62,6 +70,9 @@ class Multi : public std::enable_shared_from_this<Multi> {
   void Cancel(const std::shared_ptr<Transfer>& transfer);
   // The owner (HttpClient) is going away: see ~HttpClient for what it guarantees.
   void Close();
+  // A lane's multi, with nothing in flight, from a thread that is not running its loop: closes the
+  // cached connections now and reports nothing. Its loop then holds aborted waits to run or drop.
+  void CloseIdle();
   // What every easy handle of this multi needs: the share, our socket open/close callbacks. Strand only.
   void PrepareEasy(CURL* easy);
 
@@ -96,6 +107,7 @@ class Multi : public std::enable_shared_from_this<Multi> {
   void ReleaseEasy(CURL* easy);
 
   Context& context_;
+  asio::io_context& io_;  // where handlers are posted: the Context's loop, or a lane's
   HttpClientOptions options_;
   std::string user_agent_;
   Strand strand_;
@@ -103,8 +115,7 @@ class Multi : public std::enable_shared_from_this<Multi> {
   bool timer_armed_ = false;  // strand only, as the two below
   std::chrono::steady_clock::time_point timer_expiry_;
   bool kick_posted_ = false;  // a "timeout now" is posted and has not run yet
-  std::shared_ptr<Tally> tally_ = std::make_shared<Tally>();
-  std::atomic<std::uint64_t> connections_opened_{0};
+  std::shared_ptr<Tally> tally_;
 
   // Strand only (or the destructor, when nothing else runs).
   CURLM* multi_ = nullptr;

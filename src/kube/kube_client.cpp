@@ -1,5 +1,6 @@
 // KubeClient: the facade. Calls and watches run on HttpClient (kube_rest.cpp, kube_watch.cpp); the
-// blocking verbs wait for the async ones. A client without a Context owns a private one.
+// blocking verbs run the same operations on the calling thread (a lane). A client without a Context
+// owns a private one.
 #include <future>
 #include <thread>
 
@@ -133,29 +134,30 @@ KubeWatch KubeClient::AsyncWatch(std::string collection_path, KubeWatchOptions o
                           std::move(on_end));
 }
 
+// The blocking verbs run on this thread's lane (http/lanes.hpp): the call, its retries and its token
+// are taken here, with no hand-off to a worker of the Context.
 Result<json> KubeClient::Get(std::string_view path) {
-  return blocking::Call<json>(context(), impl_->state->options.request_timeout, "KubeClient::GET",
-                              [&](KubeJsonHandler done) { AsyncGet(std::string(path), std::move(done)); });
+  return kube::BlockingCall(impl_->state, Spec(*impl_->state, "GET", std::string(path)), "KubeClient::GET");
 }
 
 Result<json> KubeClient::Post(std::string_view path, const json& body) {
-  return blocking::Call<json>(context(), impl_->state->options.request_timeout, "KubeClient::POST",
-                              [&](KubeJsonHandler done) { AsyncPost(std::string(path), body, std::move(done)); });
+  return kube::BlockingCall(impl_->state, Spec(*impl_->state, "POST", std::string(path), Dump(body), "application/json"),
+                            "KubeClient::POST");
 }
 
 Result<json> KubeClient::Patch(std::string_view path, const json& patch, PatchType type) {
-  return blocking::Call<json>(context(), impl_->state->options.request_timeout, "KubeClient::PATCH",
-                              [&](KubeJsonHandler done) { AsyncPatch(std::string(path), patch, type, std::move(done)); });
+  return kube::BlockingCall(impl_->state,
+                            Spec(*impl_->state, "PATCH", std::string(path), Dump(patch), PatchContentType(type)),
+                            "KubeClient::PATCH");
 }
 
 Result<json> KubeClient::Delete(std::string_view path) {
-  return blocking::Call<json>(context(), impl_->state->options.request_timeout, "KubeClient::DELETE",
-                              [&](KubeJsonHandler done) { AsyncDelete(std::string(path), std::move(done)); });
+  return kube::BlockingCall(impl_->state, Spec(*impl_->state, "DELETE", std::string(path)), "KubeClient::DELETE");
 }
 
 Status KubeClient::Watch(std::string_view collection_path, const KubeWatchOptions& options, const WatchHandler& handler) {
   try {
-    return kube::BlockingWatch(*this, collection_path, options, handler);
+    return kube::BlockingWatch(impl_->state, collection_path, options, handler);
   } catch (const std::exception& e) {
     return Fail(Errc::internal, std::string("watch: ") + e.what());
   }

@@ -3,15 +3,25 @@
 #include "kube/kube_rest.hpp"
 
 #include "blocking.hpp"
+#include "blocking_loop.hpp"
 
 namespace sessionturn::kube {
 
 using nlohmann::json;
 
 RestState::RestState(Context& c, KubeConfig cfg, KubeClientOptions o)
-    : context(c), config(std::move(cfg)), options(o), http_(std::make_shared<HttpClient>(c)) {}
+    : context(c),
+      config(std::move(cfg)),
+      options(o),
+      http_(std::make_shared<HttpClient>(c)),
+      lanes_(std::make_shared<http::Lanes>(c, HttpClientOptions{}, std::make_shared<http::Tally>())) {}
 
-HttpCall RestState::Send(HttpRequest request, HttpHandler handler) {
+HttpCall RestState::Send(HttpRequest request, HttpHandler handler, const http::Lane* lane) {
+  if (lane != nullptr) {
+    HttpStreamHandlers handlers;
+    handlers.on_done = std::move(handler);
+    return http::SubmitTo(lane->multi, std::move(request), std::move(handlers), false);
+  }
   std::shared_ptr<HttpClient> http;
   {
     std::lock_guard lock(mu_);
@@ -26,7 +36,8 @@ HttpCall RestState::Send(HttpRequest request, HttpHandler handler) {
   return http->AsyncRequest(std::move(request), std::move(handler));
 }
 
-HttpCall RestState::Stream(HttpRequest request, HttpStreamHandlers handlers) {
+HttpCall RestState::Stream(HttpRequest request, HttpStreamHandlers handlers, const http::Lane* lane) {
+  if (lane != nullptr) return http::SubmitTo(lane->multi, std::move(request), std::move(handlers), true);
   std::shared_ptr<HttpClient> http;
   {
     std::lock_guard lock(mu_);
@@ -39,6 +50,22 @@ HttpCall RestState::Stream(HttpRequest request, HttpStreamHandlers handlers) {
     return {};
   }
   return http->AsyncStream(std::move(request), std::move(handlers));
+}
+
+http::LaneLease RestState::AcquireLane() {
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) return {};
+  }
+  return lanes_->Acquire();
+}
+
+void RestState::Post(const http::Lane* lane, std::function<void()> fn) {
+  if (lane != nullptr) {
+    asio::post(*lane->loop, std::move(fn));
+  } else {
+    context.Post(std::move(fn));
+  }
 }
 
 bool RestState::Track(const std::shared_ptr<Op>& op) {
@@ -69,12 +96,17 @@ void RestState::Close() {
   for (auto& op : ops) op->Cancel(Error(Errc::cancelled, "the KubeClient was destroyed while this was in flight"));
   // Destroyed here unless a call is handing it a request right now (then with that call, soon).
   http.reset();
+  lanes_->Close();  // a lane in use is closed by its caller when the cancelled operation reported
 }
 
 // The configuration's credential cache answers on a worker of our Context and refreshes off the
 // loop (KubeConfig::AsyncBearerToken). Its refresher holds the Context until it answered, so the
 // answers still owed are counted: the client's Shutdown waits for them before its Context may go.
-void RestState::AsyncBearerToken(std::function<void(Result<std::string>)> done) {
+void RestState::AsyncBearerToken(std::function<void(Result<std::string>)> done, const http::Lane* lane) {
+  if (lane != nullptr) {
+    asio::post(*lane->loop, [done = std::move(done), token = config.BearerToken()]() mutable { done(std::move(token)); });
+    return;
+  }
   {
     std::lock_guard lock(mu_);
     ++tokens_owed_;
@@ -172,16 +204,17 @@ namespace {
 
 class CallOp : public Op, public std::enable_shared_from_this<CallOp> {
  public:
-  CallOp(std::shared_ptr<RestState> state, CallSpec spec, KubeJsonHandler handler)
+  CallOp(std::shared_ptr<RestState> state, CallSpec spec, KubeJsonHandler handler, std::shared_ptr<http::Lane> lane)
       : state_(std::move(state)),
+        lane_(std::move(lane)),
         spec_(std::move(spec)),
         handler_(std::move(handler)),
         what_(spec_.method + " " + spec_.path),
         idempotent_(spec_.method != "POST"),
         budget_(state_->Retry(), spec_.deadline),
-        timer_(state_->context.io()) {}
+        timer_(state_->Io(lane_.get())) {}
 
-  // On a worker (posted by StartCall, which registered the call with the client).
+  // On a worker or the lane's loop (posted by StartCall, which registered the call with the client).
   void Start() { Attempt(); }
 
   void Cancel(Error why) override {
@@ -204,7 +237,8 @@ class CallOp : public Op, public std::enable_shared_from_this<CallOp> {
 
   void Attempt() {
     if (Cancelled()) return Finish(Fail(Errc::cancelled, what_));
-    state_->AsyncBearerToken([self = shared_from_this()](Result<std::string> token) { self->Send(std::move(token)); });
+    state_->AsyncBearerToken([self = shared_from_this()](Result<std::string> token) { self->Send(std::move(token)); },
+                             lane_.get());
   }
 
   void Send(Result<std::string> token) {
@@ -216,8 +250,9 @@ class CallOp : public Op, public std::enable_shared_from_this<CallOp> {
                                             std::to_string(state_->options.request_timeout.count()) + " ms)"));
     }
     HttpRequest request = state_->MakeRequest(spec_.method, spec_.path, *token, spec_.body, spec_.content_type, left);
-    HttpCall call = state_->Send(std::move(request),
-                                 [self = shared_from_this()](Result<HttpResponse> r) { self->OnResponse(std::move(r)); });
+    HttpCall call = state_->Send(
+        std::move(request), [self = shared_from_this()](Result<HttpResponse> r) { self->OnResponse(std::move(r)); },
+        lane_.get());
     std::lock_guard lock(mu_);
     call_ = call;
     if (cancel_) call.Cancel();  // cancelled while we were sending: the call reports it
@@ -242,7 +277,7 @@ class CallOp : public Op, public std::enable_shared_from_this<CallOp> {
   void Wait(std::chrono::milliseconds delay) {
     std::lock_guard lock(mu_);
     if (cancel_) {
-      state_->context.Post([self = shared_from_this()] { self->Finish(Fail(Errc::cancelled, self->what_)); });
+      state_->Post(lane_.get(), [self = shared_from_this()] { self->Finish(Fail(Errc::cancelled, self->what_)); });
       return;
     }
     timer_.expires_after(delay);
@@ -281,6 +316,7 @@ class CallOp : public Op, public std::enable_shared_from_this<CallOp> {
   }
 
   std::shared_ptr<RestState> state_;
+  const std::shared_ptr<http::Lane> lane_;  // null: on the Context
   const CallSpec spec_;
   KubeJsonHandler handler_;
   const std::string what_;
@@ -313,22 +349,41 @@ void KubeCall::Cancel() {
 
 namespace sessionturn::kube {
 
-KubeCall StartCall(const std::shared_ptr<RestState>& state, CallSpec spec, KubeJsonHandler handler) {
+KubeCall StartCall(const std::shared_ptr<RestState>& state, CallSpec spec, KubeJsonHandler handler,
+                   std::shared_ptr<http::Lane> lane, std::shared_ptr<Op>* started) {
   if (state->context.Stopped()) {
     blocking::ReportNow(state->context, std::move(handler),
                         Result<json>(Fail(blocking::StoppedContextError(spec.method + " " + spec.path))));
     return {};
   }
-  auto op = std::make_shared<CallOp>(state, std::move(spec), std::move(handler));
+  const http::Lane* on = lane.get();
+  auto op = std::make_shared<CallOp>(state, std::move(spec), std::move(handler), std::move(lane));
   // Registered now, not when it starts: the client's destruction must find every call it made.
   if (!state->Track(op)) {
     op->Cancel(Error(Errc::cancelled, "the KubeClient was destroyed"));
-    state->context.Post([op] { op->Start(); });  // reports the cancel on a worker
+    state->Post(on, [op] { op->Start(); });  // reports the cancel where it runs
     return {};
   }
-  // Everything, the first token included, happens on a worker: the handler never runs on the caller's thread.
-  state->context.Post([op] { op->Start(); });
+  if (started != nullptr) *started = op;
+  // Everything, the first token included, happens on a worker (or the lane's loop): the handler
+  // never runs before this returns.
+  state->Post(on, [op] { op->Start(); });
   return KubeCall(std::make_shared<KubeCall::Impl>(KubeCall::Impl{op}));
+}
+
+Result<json> BlockingCall(const std::shared_ptr<RestState>& state, CallSpec spec, std::string_view what) {
+  if (auto refused = blocking::RefuseOnWorker(state->context, what); !refused) return Fail(refused.error());
+  http::LaneLease lease = state->AcquireLane();
+  if (!lease) return Fail(Errc::cancelled, spec.method + " " + spec.path + ": the KubeClient was destroyed");
+  std::shared_ptr<Op> op;
+  return blocking::RunOnLoop<json>(
+      state->context, lease.lane()->loop, blocking::AfterReport::ready, state->options.request_timeout, what,
+      [&](const blocking::PrivateLoop&, KubeJsonHandler done) {
+        StartCall(state, std::move(spec), std::move(done), lease.lane(), &op);
+      },
+      [&](Error why) {
+        if (op) op->Cancel(std::move(why));
+      });
 }
 
 }  // namespace sessionturn::kube

@@ -14,6 +14,7 @@
 #include <asio.hpp>
 #include <nlohmann/json.hpp>
 
+#include "http/lanes.hpp"
 #include "sessionturn/context.hpp"
 #include "sessionturn/http.hpp"
 #include "sessionturn/kube.hpp"
@@ -38,10 +39,20 @@ class RestState : public std::enable_shared_from_this<RestState> {
   const KubeConfig config;
   const KubeClientOptions options;
 
+  // An operation runs on the Context (the asynchronous verbs: `lane` null) or on a lane, a loop its
+  // caller runs (the blocking verbs: http/lanes.hpp, no thread hand-off). The functions below that
+  // take a lane do their work there.
+
   // Sends through the HTTP client; after Close() the handler gets Errc::cancelled instead. On a
   // stopped Context the handler runs before these return: do not call them holding a lock it takes.
-  HttpCall Send(HttpRequest request, HttpHandler handler);
-  HttpCall Stream(HttpRequest request, HttpStreamHandlers handlers);
+  HttpCall Send(HttpRequest request, HttpHandler handler, const http::Lane* lane = nullptr);
+  HttpCall Stream(HttpRequest request, HttpStreamHandlers handlers, const http::Lane* lane = nullptr);
+  // This thread's lane for a blocking verb; empty once Close() ran.
+  http::LaneLease AcquireLane();
+  // Where an operation's timers and posted steps run.
+  asio::io_context& Io(const http::Lane* lane) { return lane != nullptr ? *lane->loop : context.io(); }
+  // Runs `fn` later on the operation's loop (a worker of the Context, or the lane's).
+  void Post(const http::Lane* lane, std::function<void()> fn);
 
   // Registers an operation for Close(); false when the client is already closed (then end it).
   bool Track(const std::shared_ptr<Op>& op);
@@ -50,8 +61,10 @@ class RestState : public std::enable_shared_from_this<RestState> {
   void Close();
 
   // The bearer token for the next request ("" when the configuration needs none), from the
-  // configuration's credential cache: `done` runs on a worker, never before this returns.
-  void AsyncBearerToken(std::function<void(Result<std::string>)> done);
+  // configuration's credential cache: `done` runs on a worker, never before this returns. On a lane
+  // the token is taken on the caller's thread (a blocking verb may read the token file or run the
+  // exec plugin there) and `done` runs on the lane's loop.
+  void AsyncBearerToken(std::function<void(Result<std::string>)> done, const http::Lane* lane = nullptr);
   // Waits (bounded) until every token asked for was handed over: a credential refresh in flight
   // posts its answer to our Context, which must therefore not be destroyed before. Off a worker.
   void AwaitTokens(std::chrono::milliseconds bound);
@@ -68,6 +81,7 @@ class RestState : public std::enable_shared_from_this<RestState> {
   int tokens_owed_ = 0;
   bool closed_ = false;
   std::shared_ptr<HttpClient> http_;
+  const std::shared_ptr<http::Lanes> lanes_;
   std::unordered_map<const Op*, std::weak_ptr<Op>> ops_;
 };
 
@@ -88,14 +102,18 @@ struct CallSpec {
 
 // Starts one call: token, request, one re-authentication after a 401, retries through RetryBudget
 // (429/5xx and lost connections for idempotent verbs; a POST only when it was never sent), and the
-// JSON of a 2xx or the mapped error. The handler runs once, on a worker.
-KubeCall StartCall(const std::shared_ptr<RestState>& state, CallSpec spec, KubeJsonHandler handler);
+// JSON of a 2xx or the mapped error. The handler runs once, on a worker (on a lane: on its loop).
+// `started`, when given, gets the operation (to cancel it with a reason); null when it reported at once.
+KubeCall StartCall(const std::shared_ptr<RestState>& state, CallSpec spec, KubeJsonHandler handler,
+                   std::shared_ptr<http::Lane> lane = nullptr, std::shared_ptr<Op>* started = nullptr);
+// A blocking verb: StartCall on this thread's lane, run here until it reported (`what` names it).
+Result<nlohmann::json> BlockingCall(const std::shared_ptr<RestState>& state, CallSpec spec, std::string_view what);
 
-// Starts a watch (kube_watch.cpp).
+// Starts a watch (kube_watch.cpp); on a lane, everything runs on its loop, `on_event` included.
 KubeWatch StartWatch(const std::shared_ptr<RestState>& state, std::string collection_path, KubeWatchOptions options,
-                     WatchHandler on_event, KubeStatusHandler on_end);
-// KubeClient::Watch: AsyncWatch with the handler run on the calling thread.
-Status BlockingWatch(KubeClient& client, std::string_view collection_path, const KubeWatchOptions& options,
-                     const WatchHandler& handler);
+                     WatchHandler on_event, KubeStatusHandler on_end, std::shared_ptr<http::Lane> lane = nullptr);
+// KubeClient::Watch: the watch on this thread's lane, `handler` called as each event is read.
+Status BlockingWatch(const std::shared_ptr<RestState>& state, std::string_view collection_path,
+                     const KubeWatchOptions& options, const WatchHandler& handler);
 
 }  // namespace sessionturn::kube

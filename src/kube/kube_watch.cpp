@@ -5,13 +5,12 @@
 // state needs no lock. Only Stop(), the deadline and the client's destruction come from elsewhere;
 // they end the watch once (EndWith) and cancel whatever step is in flight.
 #include <atomic>
-#include <condition_variable>
-#include <deque>
 #include <mutex>
 #include <optional>
 #include <thread>
 
 #include "blocking.hpp"
+#include "blocking_loop.hpp"
 #include "kube/kube_rest.hpp"
 
 namespace sessionturn::kube {
@@ -29,9 +28,6 @@ constexpr std::size_t kMaxWatchLine = 8u << 20;
 // Each watch request asks the server to end it after server_timeout; one that is not ended by then
 // plus this margin is ended by us (and resumed), so a server that forgets cannot hold it forever.
 constexpr std::chrono::seconds kWatchGrace{15};
-// The blocking Watch queues events for the calling thread; a handler this far behind ends the watch
-// (Errc::too_large) rather than let the queue grow without bound.
-constexpr std::size_t kMaxQueuedWatchEvents = 65536;
 
 std::string ResourceVersionOf(const json& object) {
   if (!object.is_object()) return {};
@@ -44,8 +40,9 @@ std::string ResourceVersionOf(const json& object) {
 class WatchOp : public Op, public std::enable_shared_from_this<WatchOp> {
  public:
   WatchOp(std::shared_ptr<RestState> state, std::string path, KubeWatchOptions options, WatchHandler on_event,
-          KubeStatusHandler on_end)
+          KubeStatusHandler on_end, std::shared_ptr<http::Lane> lane)
       : state_(std::move(state)),
+        lane_(std::move(lane)),
         path_(std::move(path)),
         options_(std::move(options)),
         on_event_(std::move(on_event)),
@@ -53,13 +50,13 @@ class WatchOp : public Op, public std::enable_shared_from_this<WatchOp> {
         backoff_(state_->Retry(), options_.deadline),
         rv_(options_.resource_version),
         on_end_(std::move(on_end)),
-        retry_timer_(state_->context.io()),
-        deadline_timer_(state_->context.io()) {
+        retry_timer_(state_->Io(lane_.get())),
+        deadline_timer_(state_->Io(lane_.get())) {
     if (!options_.label_selector.empty()) selectors_ += "&labelSelector=" + UrlEncode(options_.label_selector);
     if (!options_.field_selector.empty()) selectors_ += "&fieldSelector=" + UrlEncode(options_.field_selector);
   }
 
-  // On a worker (posted by StartWatch, which registered the watch with the client).
+  // On a worker or the lane's loop (posted by StartWatch, which registered the watch with the client).
   void Start() {
     {
       std::lock_guard lock(mu_);
@@ -98,7 +95,11 @@ class WatchOp : public Op, public std::enable_shared_from_this<WatchOp> {
     stream.Cancel();
     list.Cancel();
     state_->Untrack(this);
-    blocking::ReportNow(state_->context, std::move(end), std::move(status));
+    if (lane_ && end) {
+      state_->Post(lane_.get(), [end = std::move(end), status = std::move(status)]() mutable { end(std::move(status)); });
+    } else {
+      blocking::ReportNow(state_->context, std::move(end), std::move(status));
+    }
   }
 
   bool Active() {
@@ -134,7 +135,8 @@ class WatchOp : public Op, public std::enable_shared_from_this<WatchOp> {
     if (Ended()) return;
     if (std::chrono::steady_clock::now() >= options_.deadline) return EndWith(TimeoutError());
     if (need_list_) return List();
-    state_->AsyncBearerToken([self = shared_from_this()](Result<std::string> token) { self->OpenStream(std::move(token)); });
+    state_->AsyncBearerToken(
+        [self = shared_from_this()](Result<std::string> token) { self->OpenStream(std::move(token)); }, lane_.get());
   }
 
   void List() {
@@ -142,9 +144,9 @@ class WatchOp : public Op, public std::enable_shared_from_this<WatchOp> {
     spec.method = "GET";
     spec.path = path_ + (selectors_.empty() ? "" : "?" + selectors_.substr(1));
     spec.deadline = std::min(options_.deadline, std::chrono::steady_clock::now() + state_->options.request_timeout);
-    KubeCall call = StartCall(state_, std::move(spec), [self = shared_from_this()](Result<json> list) {
-      self->OnList(std::move(list));
-    });
+    KubeCall call = StartCall(
+        state_, std::move(spec), [self = shared_from_this()](Result<json> list) { self->OnList(std::move(list)); },
+        lane_);
     bool ended;
     {
       std::lock_guard lock(mu_);
@@ -204,7 +206,7 @@ class WatchOp : public Op, public std::enable_shared_from_this<WatchOp> {
     HttpStreamHandlers handlers;
     handlers.on_chunk = [self = shared_from_this()](std::string_view chunk) { return self->OnChunk(chunk); };
     handlers.on_done = [self = shared_from_this()](Result<HttpResponse> r) { self->OnStreamDone(std::move(r)); };
-    HttpCall call = state_->Stream(std::move(request), std::move(handlers));
+    HttpCall call = state_->Stream(std::move(request), std::move(handlers), lane_.get());
     bool ended;
     {
       std::lock_guard lock(mu_);
@@ -347,6 +349,7 @@ class WatchOp : public Op, public std::enable_shared_from_this<WatchOp> {
   }
 
   const std::shared_ptr<RestState> state_;
+  const std::shared_ptr<http::Lane> lane_;  // null: on the Context
   const std::string path_;
   const KubeWatchOptions options_;
   std::string selectors_;
@@ -400,11 +403,15 @@ std::string KubeWatch::ResourceVersion() const { return impl_ ? impl_->op->Resou
 
 namespace sessionturn::kube {
 
-KubeWatch StartWatch(const std::shared_ptr<RestState>& state, std::string collection_path, KubeWatchOptions options,
-                     WatchHandler on_event, KubeStatusHandler on_end) {
+namespace {
+
+// Makes the watch and starts it on its loop, or ends it at once (stopped Context, bad path, closed client).
+std::shared_ptr<WatchOp> StartWatchOp(const std::shared_ptr<RestState>& state, std::string collection_path,
+                                      KubeWatchOptions options, WatchHandler on_event, KubeStatusHandler on_end,
+                                      std::shared_ptr<http::Lane> lane) {
+  const http::Lane* on = lane.get();
   auto op = std::make_shared<WatchOp>(state, collection_path, std::move(options), std::move(on_event),
-                                      std::move(on_end));
-  KubeWatch handle(std::make_shared<KubeWatch::Impl>(KubeWatch::Impl{op}));
+                                      std::move(on_end), std::move(lane));
   if (state->context.Stopped()) {
     op->EndWith(Fail(blocking::StoppedContextError("watch " + collection_path)));
   } else if (collection_path.empty() || collection_path.front() != '/') {
@@ -412,71 +419,41 @@ KubeWatch StartWatch(const std::shared_ptr<RestState>& state, std::string collec
   } else if (!state->Track(op)) {  // registered now: the client's destruction must find it
     op->EndWith(Fail(Errc::cancelled, "watch " + collection_path + ": the KubeClient was destroyed"));
   } else {
-    state->context.Post([op] { op->Start(); });
+    state->Post(on, [op] { op->Start(); });
   }
-  return handle;
+  return op;
 }
 
-// The blocking Watch: events are queued by the async watch and handed to `handler` on this thread.
-Status BlockingWatch(KubeClient& client, std::string_view collection_path, const KubeWatchOptions& options,
-                     const WatchHandler& handler) {
-  Context& context = client.context();
-  if (auto refused = blocking::RefuseOnWorker(context, "KubeClient::Watch"); !refused) return refused;
-  struct Queue {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::deque<WatchEvent> events;
-    std::optional<Status> end;
-    bool overflow = false;
-  };
-  auto q = std::make_shared<Queue>();
-  KubeWatch watch = client.AsyncWatch(
-      std::string(collection_path), options,
-      [q](const WatchEvent& ev) {
-        std::lock_guard lock(q->mu);
-        if (q->events.size() >= kMaxQueuedWatchEvents) {
-          q->overflow = true;
-          q->cv.notify_all();
-          return false;
-        }
-        q->events.push_back(ev);
-        q->cv.notify_all();
-        return true;
+}  // namespace
+
+KubeWatch StartWatch(const std::shared_ptr<RestState>& state, std::string collection_path, KubeWatchOptions options,
+                     WatchHandler on_event, KubeStatusHandler on_end, std::shared_ptr<http::Lane> lane) {
+  auto op = StartWatchOp(state, std::move(collection_path), std::move(options), std::move(on_event), std::move(on_end),
+                         std::move(lane));
+  return KubeWatch(std::make_shared<KubeWatch::Impl>(KubeWatch::Impl{std::move(op)}));
+}
+
+// The blocking Watch: the watch runs on this thread's lane, and `handler` is called as each event is
+// read (inside the HTTP read: the next read waits for it, so a slow handler slows the stream instead
+// of queueing events without bound). A handler may make blocking calls on the client (they get a lane
+// of their own).
+Status BlockingWatch(const std::shared_ptr<RestState>& state, std::string_view collection_path,
+                     const KubeWatchOptions& options, const WatchHandler& handler) {
+  constexpr std::string_view kWhat = "KubeClient::Watch";
+  if (auto refused = blocking::RefuseOnWorker(state->context, kWhat); !refused) return refused;
+  http::LaneLease lease = state->AcquireLane();
+  if (!lease) return Fail(Errc::cancelled, "watch " + std::string(collection_path) + ": the KubeClient was destroyed");
+  const auto bound = std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                                 options.deadline - std::chrono::steady_clock::now()));
+  std::shared_ptr<WatchOp> op;
+  return blocking::RunOnLoop<void>(
+      state->context, lease.lane()->loop, blocking::AfterReport::ready, bound, kWhat,
+      [&](const blocking::PrivateLoop&, KubeStatusHandler done) {
+        op = StartWatchOp(state, std::string(collection_path), options, handler, std::move(done), lease.lane());
       },
-      [q](Status st) {
-        std::lock_guard lock(q->mu);
-        q->end = std::move(st);
-        q->cv.notify_all();
+      [&](Error why) {
+        if (op) op->Cancel(std::move(why));
       });
-  // However this returns (the handler may even throw), the async watch ends with it.
-  struct StopOnExit {
-    KubeWatch& watch;
-    ~StopOnExit() { watch.Stop(); }
-  } stop_on_exit{watch};
-  const auto give_up = options.deadline + blocking::kWaitMargin;
-  std::unique_lock lock(q->mu);
-  while (true) {
-    if (!q->events.empty()) {
-      WatchEvent ev = std::move(q->events.front());
-      q->events.pop_front();
-      lock.unlock();
-      if (!handler(ev)) return {};
-      lock.lock();
-      continue;
-    }
-    if (q->overflow) {
-      return Fail(Errc::too_large, "watch " + std::string(collection_path) + ": the handler fell " +
-                                       std::to_string(kMaxQueuedWatchEvents) + " events behind");
-    }
-    if (q->end) return *q->end;
-    if (context.Stopped()) {
-      return Fail(Errc::cancelled, "watch " + std::string(collection_path) + " was cut off: its Context was stopped");
-    }
-    if (std::chrono::steady_clock::now() >= give_up) {
-      return Fail(Errc::timeout, "watch " + std::string(collection_path) + " did not end by its deadline");
-    }
-    q->cv.wait_for(lock, blocking::kStoppedPoll);
-  }
 }
 
 }  // namespace sessionturn::kube

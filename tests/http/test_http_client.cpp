@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "http_test_server.hpp"
+#include "support/busy_worker.hpp"
 #include "sessionturn/context.hpp"
 #include "sessionturn/http.hpp"
 
@@ -579,4 +580,33 @@ TEST_CASE("http client: a host name through libcurl's resolver", "[http][client]
       CHECK(r->body == "hello");
     }
   }
+}
+
+TEST_CASE("http client: a blocking request runs on the calling thread, with its own kept-alive connection",
+          "[http][client][caller]") {
+  TestServer server;
+  Context ctx;  // one worker, held busy below
+  HttpClient client(ctx);
+  {
+    sessionturn::testing_support::BusyWorker busy(ctx);
+    for (int i = 0; i < 3; ++i) {
+      auto r = client.Request(Get(server.Http("/hello")));
+      REQUIRE(r);
+      CHECK(r->body == "hello");
+      CHECK(r->new_connections == (i == 0 ? 1 : 0));  // this thread's lane keeps its connection
+    }
+    CHECK(client.InFlight() == 0);
+  }
+  // The asynchronous form runs on the Context, on a connection of its own.
+  std::promise<Result<HttpResponse>> async_done;
+  client.AsyncRequest(Get(server.Http("/hello")), [&](Result<HttpResponse> r) { async_done.set_value(std::move(r)); });
+  auto async = async_done.get_future().get();
+  REQUIRE(async);
+  CHECK(async->body == "hello");
+  CHECK(client.ConnectionsOpened() == 2);  // the lane's and the Context's, counted together
+
+  // A second thread gets a lane (and a connection) of its own.
+  std::thread other([&] { CHECK(client.Request(Get(server.Http("/hello")))); });
+  other.join();
+  CHECK(client.ConnectionsOpened() == 3);
 }

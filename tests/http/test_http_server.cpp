@@ -237,8 +237,9 @@ TEST_CASE("http server: respond later from another thread, dropped, twice, or a 
   auto status = client.Request(Req("GET", Url(*port, "/bad-status")));
   REQUIRE(status);
   CHECK(status->status == 500);
-  // The connection stayed usable through all of it.
-  CHECK(client.ConnectionsOpened() <= 4);
+  // The connection stayed usable through all of it: one per thread that made blocking requests (each
+  // runs on its thread's own loop and connections), the four callers' and this thread's.
+  CHECK(client.ConnectionsOpened() <= 5);
 
   for (auto& t : threads) t.join();
   auto stats = server.Stats();
