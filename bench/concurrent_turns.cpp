@@ -140,6 +140,7 @@ int main(int argc, char** argv) {
   std::size_t started = 0, done = 0, failed = 0;
   std::string first_error;
   const auto t0 = Clock::now();
+  const double cpu0 = bench::ProcessCpuMs(), child_cpu0 = bench::OtherProcessCpuMs(child);
   // Submit in waves no larger than the listen backlog, waiting for each wave to be started.
   constexpr std::size_t kWave = 1000;
   for (std::size_t i = 0; i < turns; ++i) {
@@ -170,6 +171,7 @@ int main(int argc, char** argv) {
     }
   }
   const auto t_started = Clock::now();
+  const double cpu_start = bench::ProcessCpuMs() - cpu0, child_cpu_start = bench::OtherProcessCpuMs(child) - child_cpu0;
   const long rss_peak_inflight = bench::RssKiB();
   ::kill(child, SIGUSR1);
   {
@@ -186,6 +188,9 @@ int main(int argc, char** argv) {
   const double per_turn_kib = static_cast<double>(rss_peak_inflight - rss_before) / static_cast<double>(turns);
   std::printf("concurrent turns: %zu turns in flight on one Context thread\n", turns);
   std::printf("  all started after            : %8.1f ms\n", bench::Ms(t_started - t0));
+  // Where the start's time went: both processes share the machine's cores (the runtime is one thread).
+  std::printf("  CPU until all started        : %8.1f ms this process, %.1f ms the holding runtime\n", cpu_start,
+              child_cpu_start);
   std::printf("  all completed after          : %8.1f ms (%zu ok, %zu failed%s%s)\n", bench::Ms(t_done - t0),
               done - failed, failed, first_error.empty() ? "" : ": ", first_error.c_str());
   std::printf("  RSS before / in flight / HWM : %ld / %ld / %ld KiB\n", rss_before, rss_peak_inflight, hwm);

@@ -72,10 +72,13 @@ struct CallerLoopReport {
 // `cancel(error)` ends the operation early (the Context was stopped under it, or `keep_waiting`,
 // asked about every kStoppedPoll, said no). `bound` is the operation's own bound: it always reports
 // by then; kWaitMargin on top only catches a bug. Refused (would_block) on a worker of `context`.
+// `reported`, when given, says whether the operation reported (false: refused, or given up on while
+// still in flight, and then its loop must not serve another call).
 template <typename T, typename Start, typename Cancel>
 Result<T> RunOnLoop(const Context& context, PrivateLoop loop, AfterReport after, std::chrono::milliseconds bound,
                     std::string_view what, Start&& start, Cancel&& cancel,
-                    const std::function<bool()>& keep_waiting = {}) {
+                    const std::function<bool()>& keep_waiting = {}, bool* reported_out = nullptr) {
+  if (reported_out != nullptr) *reported_out = false;
   if (auto refused = RefuseOnWorker(context, what); !refused) return Fail(refused.error());
   ++caller_loop_depth;
   struct DepthGuard {
@@ -120,6 +123,7 @@ Result<T> RunOnLoop(const Context& context, PrivateLoop loop, AfterReport after,
     }
   }
   work.reset();
+  if (reported_out != nullptr) *reported_out = true;
   if (after == AfterReport::drain) {
     loop->run_for(kCallerLoopDrain);
   } else {
@@ -133,7 +137,6 @@ Result<T> RunOnLoop(const Context& context, PrivateLoop loop, AfterReport after,
 template <typename T, typename Start, typename Cancel>
 Result<T> RunOnCallerLoop(const Context& context, std::chrono::milliseconds bound, std::string_view what,
                           Start&& start, Cancel&& cancel, const std::function<bool()>& keep_waiting = {}) {
-  if (auto refused = RefuseOnWorker(context, what); !refused) return Fail(refused.error());
   return RunOnLoop<T>(context, AcquireCallerLoop(), AfterReport::drain, bound, what, std::forward<Start>(start),
                       std::forward<Cancel>(cancel), keep_waiting);
 }

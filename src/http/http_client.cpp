@@ -1,5 +1,6 @@
 // HttpClient: the public face of the multi driver (http/multi.cpp), its handles and blocking form.
 #include <algorithm>
+#include <optional>
 
 #include "blocking.hpp"
 #include "blocking_loop.hpp"
@@ -116,17 +117,27 @@ Result<HttpResponse> HttpClient::Request(HttpRequest request) {
   Context& ctx = context();
   if (auto refused = blocking::RefuseOnWorker(ctx, kWhat); !refused) return Fail(refused.error());
   const auto bound = request.timeout;
+  const std::string target = request.method + " " + request.url;
   http::LaneLease lease = impl_->lanes->Acquire();
-  if (!lease) return Fail(Errc::cancelled, request.method + " " + request.url + ": the HttpClient is being destroyed");
+  if (!lease) return Fail(Errc::cancelled, target + ": the HttpClient is being destroyed");
   HttpCall call;
-  return blocking::RunOnLoop<HttpResponse>(
+  std::optional<Error> cut;  // why RunOnLoop ended the exchange early (a stopped Context, its bound)
+  bool reported = false;
+  auto result = blocking::RunOnLoop<HttpResponse>(
       ctx, lease.lane()->loop, blocking::AfterReport::ready, bound, kWhat,
       [&](const blocking::PrivateLoop&, HttpHandler done) {
         HttpStreamHandlers handlers;
         handlers.on_done = std::move(done);
         call = http::SubmitTo(lease.lane()->multi, std::move(request), std::move(handlers), false);
       },
-      [&](const Error&) { call.Cancel(); });
+      [&](Error why) {
+        cut = std::move(why);
+        call.Cancel();
+      },
+      {}, &reported);
+  if (reported) lease.Keep();
+  if (!result && cut && result.error().code == Errc::cancelled) return Fail(cut->code, target + ": " + cut->message);
+  return result;
 }
 
 std::uint64_t HttpClient::ConnectionsOpened() const noexcept { return impl_->multi->ConnectionsOpened(); }

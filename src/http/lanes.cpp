@@ -12,20 +12,16 @@ LaneLease& LaneLease::operator=(LaneLease&& other) noexcept {
     Release();
     owner_ = std::move(other.owner_);
     lane_ = std::move(other.lane_);
+    keep_ = other.keep_;
   }
   return *this;
 }
 
 void LaneLease::Release() noexcept {
-  if (owner_ && lane_) {
-    try {
-      owner_->Release(lane_);
-    } catch (...) {
-      Shut(*lane_);  // bookkeeping failed (allocation): the lane is not kept, and nothing leaks
-    }
-  }
+  if (owner_ && lane_) owner_->Release(lane_, keep_);
   owner_.reset();
   lane_.reset();
+  keep_ = false;
 }
 
 Lanes::Lanes(Context& context, HttpClientOptions options, std::shared_ptr<Tally> tally)
@@ -33,7 +29,7 @@ Lanes::Lanes(Context& context, HttpClientOptions options, std::shared_ptr<Tally>
 
 Lanes::~Lanes() {
   // Every lease holds us: nothing is in use any more.
-  for (auto& [id, entry] : lanes_) Shut(*entry.lane);
+  for (auto& [key, entry] : lanes_) Shut(*entry.lane);
 }
 
 std::shared_ptr<Lane> Lanes::Make() const {
@@ -43,53 +39,91 @@ std::shared_ptr<Lane> Lanes::Make() const {
   return lane;
 }
 
-LaneLease Lanes::Acquire() {
-  const auto me = std::this_thread::get_id();
-  std::lock_guard lock(mu_);
-  if (closed_) return {};
-  auto it = lanes_.find(me);
-  if (it != lanes_.end() && !it->second.busy) {
-    it->second.busy = true;
-    it->second.lane->loop->restart();  // it ran out of work at the end of the last call
-    return LaneLease(shared_from_this(), it->second.lane);
+bool Lanes::MakeRoom(std::shared_ptr<Lane>& evicted) {
+  if (lanes_.size() < kMaxLanes) return true;
+  auto oldest = lanes_.end();
+  for (auto it = lanes_.begin(); it != lanes_.end(); ++it) {
+    if (!it->second.busy && (oldest == lanes_.end() || it->second.last_used < oldest->second.last_used)) oldest = it;
   }
-  auto lane = Make();
-  if (it == lanes_.end() && lanes_.size() < kMaxLanes) lanes_.emplace(me, Entry{lane, true});
-  return LaneLease(shared_from_this(), std::move(lane));
+  if (oldest == lanes_.end()) return false;
+  evicted = std::move(oldest->second.lane);
+  lanes_.erase(oldest);
+  return true;
 }
 
-void Lanes::Release(const std::shared_ptr<Lane>& lane) {
-  bool keep = false;
+LaneLease Lanes::Acquire() {
+  const auto me = std::this_thread::get_id();
+  std::shared_ptr<Lane> evicted;
+  LaneLease lease;
   {
     std::lock_guard lock(mu_);
-    auto it = lanes_.find(std::this_thread::get_id());
-    if (it != lanes_.end() && it->second.lane == lane) {
-      if (closed_) {
+    if (closed_) return {};
+    // This thread's first lane not in use: its outermost call's, or the next depth for a nested one.
+    int depth = 0;
+    for (auto it = lanes_.find(Key{me, 0}); it != lanes_.end() && it->first.first == me; ++it, ++depth) {
+      if (it->first.second != depth) break;  // a gap (that depth was evicted): make it again
+      if (!it->second.busy) {
+        it->second.busy = true;
+        it->second.lane->loop->restart();  // it ran out of work at the end of the last call
+        return LaneLease(shared_from_this(), it->second.lane);
+      }
+    }
+    auto lane = Make();
+    if (MakeRoom(evicted)) lanes_.emplace(Key{me, depth}, Entry{lane, true, {}});
+    lease = LaneLease(shared_from_this(), std::move(lane));
+  }
+  if (evicted) Shut(*evicted);
+  return lease;
+}
+
+void Lanes::Release(const std::shared_ptr<Lane>& lane, bool keep) {
+  bool kept = false;
+  {
+    std::lock_guard lock(mu_);
+    const auto me = std::this_thread::get_id();
+    for (auto it = lanes_.lower_bound(Key{me, 0}); it != lanes_.end() && it->first.first == me; ++it) {
+      if (it->second.lane != lane) continue;
+      if (closed_ || !keep) {
         lanes_.erase(it);
       } else {
         it->second.busy = false;
-        keep = true;
+        it->second.last_used = std::chrono::steady_clock::now();
+        kept = true;
       }
+      break;
     }
   }
-  if (!keep) Shut(*lane);  // a lane for one call, or the client closed while it was in use
+  released_.notify_all();
+  if (!kept) Shut(*lane);  // a lane for one call, one left unfinished, or the client closed while it was in use
 }
 
 void Lanes::Close() {
   std::vector<std::shared_ptr<Lane>> idle;
-  {
-    std::lock_guard lock(mu_);
-    closed_ = true;
-    for (auto it = lanes_.begin(); it != lanes_.end();) {
-      if (it->second.busy) {
-        ++it;
-      } else {
-        idle.push_back(std::move(it->second.lane));
-        it = lanes_.erase(it);
-      }
+  const auto me = std::this_thread::get_id();
+  std::unique_lock lock(mu_);
+  closed_ = true;
+  for (auto it = lanes_.begin(); it != lanes_.end();) {
+    if (it->second.busy) {
+      // Its call runs on its thread's loop: end its exchanges there (they report cancelled).
+      it->second.lane->multi->CancelAll();
+      ++it;
+    } else {
+      idle.push_back(std::move(it->second.lane));
+      it = lanes_.erase(it);
     }
   }
+  lock.unlock();
   for (auto& lane : idle) Shut(*lane);
+  idle.clear();
+  // A call on this thread (Close from inside one of its callbacks) gives its lane back after we return.
+  auto others_busy = [&] {
+    for (const auto& [key, entry] : lanes_) {
+      if (entry.busy && key.first != me) return true;
+    }
+    return false;
+  };
+  lock.lock();
+  released_.wait_for(lock, kCloseWait, [&] { return !others_busy(); });
 }
 
 void Shut(Lane& lane) noexcept {

@@ -1,15 +1,19 @@
 // A blocking call's own HTTP (issue 14): a libcurl multi on a private loop that the calling thread
-// runs for the call (blocking_loop.hpp), so HttpClient::Request and the KubeClient's blocking verbs make
-// no thread hand-off. Each thread that makes blocking calls on a client gets a lane and keeps it
-// between calls, with its kept-alive connections; a client has at most kMaxLanes. A call on a thread
-// whose lane is busy (a blocking call nested in a callback of another) or past that bound gets a lane
-// made for the one call. Internal to HttpClient and KubeClient.
+// runs for the call (blocking_loop.hpp), so HttpClient::Request and the KubeClient's blocking verbs
+// make no thread hand-off. Each thread that makes blocking calls on a client gets a lane and keeps it
+// between calls, with its kept-alive connections; a blocking call made inside a callback of another
+// on the same thread (a Get in a blocking Watch's handler) gets the thread's next lane, kept as well.
+// A client keeps at most kMaxLanes: past that, the one idle longest is closed to make room, and when
+// every one is in use the call gets a lane of its own. Internal to HttpClient and KubeClient.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
-#include <unordered_map>
+#include <utility>
 
 #include "blocking_loop.hpp"
 #include "http/multi.hpp"
@@ -23,8 +27,9 @@ struct Lane {
 
 class Lanes;
 
-// Holds a lane for one blocking call and gives it back when destroyed. Empty when the client is
-// being destroyed.
+// Holds a lane for one blocking call. The call says Keep() once its operation reported; a lane given
+// back without it (the call threw, or gave up on an operation still in flight) is closed, never
+// reused. Empty when the client is being destroyed.
 class LaneLease {
  public:
   LaneLease() = default;
@@ -38,18 +43,23 @@ class LaneLease {
 
   explicit operator bool() const noexcept { return lane_ != nullptr; }
   const std::shared_ptr<Lane>& lane() const noexcept { return lane_; }
+  // The operation on it reported: the lane may serve the next call.
+  void Keep() noexcept { keep_ = true; }
 
  private:
   void Release() noexcept;
 
   std::shared_ptr<Lanes> owner_;
   std::shared_ptr<Lane> lane_;
+  bool keep_ = false;
 };
 
 class Lanes : public std::enable_shared_from_this<Lanes> {
  public:
   // Lanes kept per client (each an epoll descriptor, an eventfd, a timerfd and its idle connections).
   static constexpr std::size_t kMaxLanes = 16;
+  // How long Close() waits for the calls it cancelled on other threads to give their lanes back.
+  static constexpr std::chrono::seconds kCloseWait{5};
 
   // `tally` is the client's: its lanes' exchanges and connections count with its own.
   Lanes(Context& context, HttpClientOptions options, std::shared_ptr<Tally> tally);
@@ -57,31 +67,40 @@ class Lanes : public std::enable_shared_from_this<Lanes> {
   Lanes(const Lanes&) = delete;
   Lanes& operator=(const Lanes&) = delete;
 
-  // This thread's lane (see above); empty once Close() ran. Any thread but a worker of the Context.
+  // A lane for a blocking call on this thread (see above); empty once Close() ran.
   LaneLease Acquire();
-  // Closes every lane not in use now; one in use is closed when its call gives it back.
+  // Closes the idle lanes, ends the exchanges on the busy ones (they report Errc::cancelled) and
+  // waits, up to kCloseWait, until the calls on other threads gave theirs back: after it returns no
+  // lane of another thread touches the client's Context any more (unless that wait ran out).
   void Close();
 
  private:
   friend class LaneLease;
+  // A thread's lanes by nesting depth: 0 for its outermost blocking call, 1 for one inside it, ...
+  using Key = std::pair<std::thread::id, int>;
   struct Entry {
     std::shared_ptr<Lane> lane;
     bool busy = false;
+    std::chrono::steady_clock::time_point last_used;
   };
 
   std::shared_ptr<Lane> Make() const;
-  void Release(const std::shared_ptr<Lane>& lane);
+  // Under mu_: makes room for one more kept lane by taking out the one idle longest (returned, to be
+  // shut outside the lock); false when every kept lane is in use.
+  bool MakeRoom(std::shared_ptr<Lane>& evicted);
+  void Release(const std::shared_ptr<Lane>& lane, bool keep);
 
   Context& context_;
   const HttpClientOptions options_;
   const std::shared_ptr<Tally> tally_;
   std::mutex mu_;
+  std::condition_variable released_;
   bool closed_ = false;
-  std::unordered_map<std::thread::id, Entry> lanes_;
+  std::map<Key, Entry> lanes_;
 };
 
-// Closes a lane that no call uses, from any thread: its connections, then the aborted waits queued
-// on its loop (they hold the multi).
+// Closes a lane that no call runs, from any thread: its connections (an exchange still on it is
+// dropped unreported), then the aborted waits queued on its loop (they hold the multi).
 void Shut(Lane& lane) noexcept;
 
 // Starts an exchange on `multi` (HttpClient's AsyncRequest/AsyncStream, on any multi); on a stopped

@@ -176,6 +176,13 @@ void Multi::CloseIdle() {
   CloseNow(false);
 }
 
+void Multi::CancelAll() {
+  // No wait for a stream handler running now (unlike Close): it may be inside a blocking call that
+  // only a cancel queued after this one ends. Handlers that start later see closing_.
+  closing_.store(true, std::memory_order_release);
+  asio::post(strand_, [self = shared_from_this()] { self->CloseNow(true); });
+}
+
 void Multi::CloseNow(bool report) {
   if (closed_) return;
   closed_ = true;
@@ -191,6 +198,7 @@ void Multi::CloseNow(bool report) {
     } else {
       t->handlers = HttpStreamHandlers{};  // their captures may hold what holds us
       t->finished.store(true, std::memory_order_release);
+      tally_->Done();  // its done handler will never run: it is not in flight any more
     }
   }
   transfers_.clear();

@@ -70,9 +70,13 @@ class Multi : public std::enable_shared_from_this<Multi> {
   void Cancel(const std::shared_ptr<Transfer>& transfer);
   // The owner (HttpClient) is going away: see ~HttpClient for what it guarantees.
   void Close();
-  // A lane's multi, with nothing in flight, from a thread that is not running its loop: closes the
-  // cached connections now and reports nothing. Its loop then holds aborted waits to run or drop.
+  // A lane's multi, from a thread that is not running its loop: closes the cached connections now;
+  // an exchange still on it is dropped unreported. Its loop then holds aborted waits to run or drop.
   void CloseIdle();
+  // Any thread: closes the multi on its strand, where every exchange on it reports Errc::cancelled
+  // (and any submitted later too). Waits for nothing, not even a stream handler running now: a busy
+  // lane's, whose caller runs the loop.
+  void CancelAll();
   // What every easy handle of this multi needs: the share, our socket open/close callbacks. Strand only.
   void PrepareEasy(CURL* easy);
 

@@ -2,6 +2,8 @@
 // re-authentication after a 401, and Kubernetes errors mapped to Errc.
 #include "kube/kube_rest.hpp"
 
+#include <algorithm>
+
 #include "blocking.hpp"
 #include "blocking_loop.hpp"
 
@@ -93,6 +95,7 @@ void RestState::Close() {
     ops_.clear();
     http = std::move(http_);
   }
+  std::stable_partition(ops.begin(), ops.end(), [](const std::shared_ptr<Op>& op) { return !op->RunsHandlers(); });
   for (auto& op : ops) op->Cancel(Error(Errc::cancelled, "the KubeClient was destroyed while this was in flight"));
   // Destroyed here unless a call is handing it a request right now (then with that call, soon).
   http.reset();
@@ -104,7 +107,13 @@ void RestState::Close() {
 // answers still owed are counted: the client's Shutdown waits for them before its Context may go.
 void RestState::AsyncBearerToken(std::function<void(Result<std::string>)> done, const http::Lane* lane) {
   if (lane != nullptr) {
-    asio::post(*lane->loop, [done = std::move(done), token = config.BearerToken()]() mutable { done(std::move(token)); });
+    Result<std::string> token = Fail(Errc::internal, "reading the bearer token failed");
+    try {
+      token = config.BearerToken();
+    } catch (const std::exception& e) {
+      token = Fail(Errc::internal, std::string("reading the bearer token failed: ") + e.what());
+    }
+    asio::post(*lane->loop, [done = std::move(done), token = std::move(token)]() mutable { done(std::move(token)); });
     return;
   }
   {
@@ -376,14 +385,18 @@ Result<json> BlockingCall(const std::shared_ptr<RestState>& state, CallSpec spec
   http::LaneLease lease = state->AcquireLane();
   if (!lease) return Fail(Errc::cancelled, spec.method + " " + spec.path + ": the KubeClient was destroyed");
   std::shared_ptr<Op> op;
-  return blocking::RunOnLoop<json>(
+  bool reported = false;
+  auto result = blocking::RunOnLoop<json>(
       state->context, lease.lane()->loop, blocking::AfterReport::ready, state->options.request_timeout, what,
       [&](const blocking::PrivateLoop&, KubeJsonHandler done) {
         StartCall(state, std::move(spec), std::move(done), lease.lane(), &op);
       },
       [&](Error why) {
         if (op) op->Cancel(std::move(why));
-      });
+      },
+      {}, &reported);
+  if (reported) lease.Keep();
+  return result;
 }
 
 }  // namespace sessionturn::kube

@@ -27,6 +27,9 @@ class Op {
   virtual ~Op() = default;
   // Ends the operation with `why` (Errc::cancelled). Any thread, idempotent.
   virtual void Cancel(Error why) = 0;
+  // A watch: its Cancel waits for an event handler running on a worker (on a lane it waits for
+  // nothing: it is posted to the lane's loop). RestState::Close cancels these last.
+  virtual bool RunsHandlers() const { return false; }
 };
 
 class RestState : public std::enable_shared_from_this<RestState> {

@@ -69,7 +69,20 @@ class WatchOp : public Op, public std::enable_shared_from_this<WatchOp> {
     Step();
   }
 
-  void Cancel(Error why) override { EndWith(Fail(std::move(why))); }
+  void Cancel(Error why) override {
+    if (lane_ && !lane_->loop->get_executor().running_in_this_thread()) {
+      // From another thread (the client's destruction), on a lane: ended on the lane's loop, where
+      // its handler runs. Waiting here for a handler to return (as EndWith does) could wait for
+      // ever: the handler may be inside a blocking call on this client that a later cancel ends.
+      silenced_.store(true, std::memory_order_release);
+      asio::post(*lane_->loop, [self = shared_from_this(), why = std::move(why)]() mutable {
+        self->EndWith(Fail(std::move(why)));
+      });
+      return;
+    }
+    EndWith(Fail(std::move(why)));
+  }
+  bool RunsHandlers() const override { return true; }
 
   // Ends the watch once: no event is delivered after this returns (off the delivering thread), the
   // step in flight is cancelled, and the end handler is posted.
@@ -446,14 +459,18 @@ Status BlockingWatch(const std::shared_ptr<RestState>& state, std::string_view c
   const auto bound = std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
                                                                  options.deadline - std::chrono::steady_clock::now()));
   std::shared_ptr<WatchOp> op;
-  return blocking::RunOnLoop<void>(
+  bool reported = false;
+  auto status = blocking::RunOnLoop<void>(
       state->context, lease.lane()->loop, blocking::AfterReport::ready, bound, kWhat,
       [&](const blocking::PrivateLoop&, KubeStatusHandler done) {
         op = StartWatchOp(state, std::string(collection_path), options, handler, std::move(done), lease.lane());
       },
       [&](Error why) {
         if (op) op->Cancel(std::move(why));
-      });
+      },
+      {}, &reported);
+  if (reported) lease.Keep();
+  return status;
 }
 
 }  // namespace sessionturn::kube

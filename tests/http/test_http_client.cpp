@@ -610,3 +610,26 @@ TEST_CASE("http client: a blocking request runs on the calling thread, with its 
   other.join();
   CHECK(client.ConnectionsOpened() == 3);
 }
+
+TEST_CASE("http client: destroying the client ends a blocking request on another thread",
+          "[http][client][caller][lifetime]") {
+  TestServer server;
+  Context ctx;
+  auto client = std::make_unique<HttpClient>(ctx);
+  std::promise<Result<HttpResponse>> done;
+  std::thread caller([&] { done.set_value(client->Request(Get(server.Http("/delay?seconds=10")))); });
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (client->InFlight() == 0 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(milliseconds(2));
+  REQUIRE(client->InFlight() == 1);
+  std::this_thread::sleep_for(milliseconds(50));  // on the wire, waiting for the server
+  const auto t0 = std::chrono::steady_clock::now();
+  client.reset();  // cancels it on its thread's lane, and waits until that call gave the lane back
+  const auto took = std::chrono::steady_clock::now() - t0;
+  auto result = done.get_future();
+  CHECK(result.wait_for(milliseconds(0)) == std::future_status::ready);
+  caller.join();
+  auto r = result.get();
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == Errc::cancelled);
+  CHECK(took < std::chrono::seconds(3));  // not the server's 10 s, nor the 5 s bound of the wait
+}
