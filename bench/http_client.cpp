@@ -3,11 +3,14 @@
 //   - libcurl easy with one reused handle, options set anew for each request (the KubeClient before
 //     HttpClient: curl_easy_reset + setopt + curl_easy_perform on the calling thread);
 //   - HttpClient, each completion starting the next GET on the Context's one worker (the router's way);
-//   - HttpClient::Request, blocking, from this thread (a script's way: a hand-off to the worker and back);
-//   - KubeClient::AsyncGet chained the same way (HttpClient plus the token, retries and JSON parsing).
+//   - HttpClient::Request, blocking, from this thread (a script's way; since issue 14 it runs on this
+//     thread's own loop, before it was a hand-off to the worker and back);
+//   - KubeClient::AsyncGet chained the same way (HttpClient plus the token, retries and JSON parsing);
+//   - KubeClient::Get, blocking, from this thread (on this thread's loop, as HttpClient::Request).
 // The figure is CPU time of this process (getrusage: the server is another process) per request,
 // taken over interleaved rounds (the median round per client), and its ratio to libcurl easy.
-// Usage: bench_http_client [--requests N] [--rounds R] [--only easy|async|blocking|kube] (--only: for profiling)
+// Usage: bench_http_client [--requests N] [--rounds R] [--only easy|async|blocking|kube|kube-blocking]
+// (--only: for profiling)
 #include <curl/curl.h>
 #include <sys/resource.h>
 
@@ -140,6 +143,34 @@ bool KubeChain(KubeClient& client, int n) {
   return done.get_future().get();
 }
 
+// What the blocking verbs did before issue 14 (blocking::Call): the async call on the worker, this
+// thread waiting for its future. Kept as the "before" of the blocking rows, in the same run.
+bool HandOffGets(HttpClient& client, const HttpRequest& request, int n) {
+  for (int i = 0; i < n; ++i) {
+    std::promise<Result<HttpResponse>> done;
+    client.AsyncRequest(request, [&](Result<HttpResponse> r) { done.set_value(std::move(r)); });
+    auto r = done.get_future().get();
+    if (!r || r->status != 200) return false;
+  }
+  return true;
+}
+
+bool KubeHandOffGets(KubeClient& client, int n) {
+  for (int i = 0; i < n; ++i) {
+    std::promise<Result<nlohmann::json>> done;
+    client.AsyncGet(kPath, [&](Result<nlohmann::json> r) { done.set_value(std::move(r)); });
+    if (!done.get_future().get()) return false;
+  }
+  return true;
+}
+
+bool KubeBlockingGets(KubeClient& client, int n) {
+  for (int i = 0; i < n; ++i) {
+    if (!client.Get(kPath)) return false;
+  }
+  return true;
+}
+
 double Median(std::vector<double> v) { return bench::Percentile(std::move(v), 50); }
 
 }  // namespace
@@ -162,7 +193,8 @@ int main(int argc, char** argv) {
   const HttpRequest request = VersionRequest(fake);
 
   // Warm up every client once: TLS handshakes and the first allocations are not what is measured.
-  if (!EasyGets(easy, fake, 5) || !AsyncChain(http, request, 5) || !KubeChain(kube, 5)) {
+  if (!EasyGets(easy, fake, 5) || !AsyncChain(http, request, 5) || !BlockingGets(http, request, 5) ||
+      !KubeChain(kube, 5) || !KubeBlockingGets(kube, 5)) {
     std::fprintf(stderr, "bench_http_client: warm-up failed: %s\n", fake.Log().c_str());
     return 1;
   }
@@ -171,23 +203,31 @@ int main(int argc, char** argv) {
     auto r = only == "easy"       ? Measure(requests, [&](int n) { return EasyGets(easy, fake, n); })
              : only == "async"    ? Measure(requests, [&](int n) { return AsyncChain(http, request, n); })
              : only == "blocking" ? Measure(requests, [&](int n) { return BlockingGets(http, request, n); })
-                                  : Measure(requests, [&](int n) { return KubeChain(kube, n); });
+             : only == "kube"     ? Measure(requests, [&](int n) { return KubeChain(kube, n); })
+                                  : Measure(requests, [&](int n) { return KubeBlockingGets(kube, n); });
     std::printf("%s: %.1f us CPU, %.1f us wall per request\n", only.c_str(), r.cpu_us_per_request,
                 r.wall_us_per_request);
     curl_easy_cleanup(easy);
     return 0;
   }
-  std::vector<double> easy_cpu, async_cpu, blocking_cpu, kube_cpu;
-  std::vector<double> easy_wall, async_wall, blocking_wall, kube_wall;
+  std::vector<double> easy_cpu, async_cpu, blocking_cpu, handoff_cpu, kube_cpu, kube_blocking_cpu, kube_handoff_cpu;
+  std::vector<double> easy_wall, async_wall, blocking_wall, handoff_wall, kube_wall, kube_blocking_wall,
+      kube_handoff_wall;
   for (int r = 0; r < rounds; ++r) {
     auto e = Measure(requests, [&](int n) { return EasyGets(easy, fake, n); });
     auto a = Measure(requests, [&](int n) { return AsyncChain(http, request, n); });
     auto b = Measure(requests, [&](int n) { return BlockingGets(http, request, n); });
     auto k = Measure(requests, [&](int n) { return KubeChain(kube, n); });
+    auto kb = Measure(requests, [&](int n) { return KubeBlockingGets(kube, n); });
+    auto h = Measure(requests, [&](int n) { return HandOffGets(http, request, n); });
+    auto kh = Measure(requests, [&](int n) { return KubeHandOffGets(kube, n); });
+    handoff_cpu.push_back(h.cpu_us_per_request), handoff_wall.push_back(h.wall_us_per_request);
+    kube_handoff_cpu.push_back(kh.cpu_us_per_request), kube_handoff_wall.push_back(kh.wall_us_per_request);
     easy_cpu.push_back(e.cpu_us_per_request), easy_wall.push_back(e.wall_us_per_request);
     async_cpu.push_back(a.cpu_us_per_request), async_wall.push_back(a.wall_us_per_request);
     blocking_cpu.push_back(b.cpu_us_per_request), blocking_wall.push_back(b.wall_us_per_request);
     kube_cpu.push_back(k.cpu_us_per_request), kube_wall.push_back(k.wall_us_per_request);
+    kube_blocking_cpu.push_back(kb.cpu_us_per_request), kube_blocking_wall.push_back(kb.wall_us_per_request);
   }
   curl_easy_cleanup(easy);
 
@@ -200,7 +240,10 @@ int main(int argc, char** argv) {
   row("libcurl easy, one reused handle", easy_cpu, easy_wall);
   row("HttpClient, async chain on the worker", async_cpu, async_wall);
   row("HttpClient::Request, blocking", blocking_cpu, blocking_wall);
+  row("  the same as a hand-off (before issue 14)", handoff_cpu, handoff_wall);
   row("KubeClient::AsyncGet chain", kube_cpu, kube_wall);
+  row("KubeClient::Get, blocking", kube_blocking_cpu, kube_blocking_wall);
+  row("  the same as a hand-off (before issue 14)", kube_handoff_cpu, kube_handoff_wall);
   std::printf("  connections opened by HttpClient: %llu\n", static_cast<unsigned long long>(http.ConnectionsOpened()));
   return 0;
 }

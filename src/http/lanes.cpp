@@ -32,69 +32,67 @@ Lanes::~Lanes() {
   for (auto& [key, entry] : lanes_) Shut(*entry.lane);
 }
 
-std::shared_ptr<Lane> Lanes::Make() const {
+std::shared_ptr<Lane> Lanes::Make(std::thread::id owner, int depth) const {
   auto lane = std::make_shared<Lane>();
   lane->loop = std::make_shared<asio::io_context>(1);
   lane->multi = std::make_shared<Multi>(context_, *lane->loop, options_, tally_);
+  lane->owner = owner;
+  lane->depth = depth;
   return lane;
 }
 
-bool Lanes::MakeRoom(std::shared_ptr<Lane>& evicted) {
-  if (lanes_.size() < kMaxLanes) return true;
-  auto oldest = lanes_.end();
-  for (auto it = lanes_.begin(); it != lanes_.end(); ++it) {
-    if (!it->second.busy && (oldest == lanes_.end() || it->second.last_used < oldest->second.last_used)) oldest = it;
+void Lanes::Trim(std::vector<std::shared_ptr<Lane>>& evicted) {
+  while (lanes_.size() > kMaxLanes) {
+    auto oldest = lanes_.end();
+    for (auto it = lanes_.begin(); it != lanes_.end(); ++it) {
+      if (!it->second.busy && (oldest == lanes_.end() || it->second.last_used < oldest->second.last_used)) oldest = it;
+    }
+    if (oldest == lanes_.end()) return;  // every one is in use
+    evicted.push_back(std::move(oldest->second.lane));
+    lanes_.erase(oldest);
   }
-  if (oldest == lanes_.end()) return false;
-  evicted = std::move(oldest->second.lane);
-  lanes_.erase(oldest);
-  return true;
 }
 
 LaneLease Lanes::Acquire() {
   const auto me = std::this_thread::get_id();
-  std::shared_ptr<Lane> evicted;
-  LaneLease lease;
-  {
-    std::lock_guard lock(mu_);
-    if (closed_) return {};
-    // This thread's first lane not in use: its outermost call's, or the next depth for a nested one.
-    int depth = 0;
-    for (auto it = lanes_.find(Key{me, 0}); it != lanes_.end() && it->first.first == me; ++it, ++depth) {
-      if (it->first.second != depth) break;  // a gap (that depth was evicted): make it again
-      if (!it->second.busy) {
-        it->second.busy = true;
-        it->second.lane->loop->restart();  // it ran out of work at the end of the last call
-        return LaneLease(shared_from_this(), it->second.lane);
-      }
+  std::lock_guard lock(mu_);
+  if (closed_) return {};
+  // This thread's first lane not in use: its outermost call's, or the next depth for a nested one.
+  int depth = 0;
+  for (auto it = lanes_.find(Key{me, 0}); it != lanes_.end() && it->first.first == me; ++it, ++depth) {
+    if (it->first.second != depth) break;  // a gap (that depth was evicted): make it again
+    if (!it->second.busy) {
+      it->second.busy = true;
+      it->second.lane->loop->restart();  // it ran out of work at the end of the last call
+      return LaneLease(shared_from_this(), it->second.lane);
     }
-    auto lane = Make();
-    if (MakeRoom(evicted)) lanes_.emplace(Key{me, depth}, Entry{lane, true, {}});
-    lease = LaneLease(shared_from_this(), std::move(lane));
   }
-  if (evicted) Shut(*evicted);
-  return lease;
+  // Every lane in use is in the map, so that Close() finds it; Release() trims the idle ones.
+  auto lane = Make(me, depth);
+  lanes_.emplace(Key{me, depth}, Entry{lane, true, {}});
+  return LaneLease(shared_from_this(), std::move(lane));
 }
 
 void Lanes::Release(const std::shared_ptr<Lane>& lane, bool keep) {
-  bool kept = false;
+  std::vector<std::shared_ptr<Lane>> shut;
   {
     std::lock_guard lock(mu_);
-    const auto me = std::this_thread::get_id();
-    for (auto it = lanes_.lower_bound(Key{me, 0}); it != lanes_.end() && it->first.first == me; ++it) {
-      if (it->second.lane != lane) continue;
+    auto it = lanes_.find(Key{lane->owner, lane->depth});
+    if (it != lanes_.end() && it->second.lane == lane) {
       if (closed_ || !keep) {
+        shut.push_back(std::move(it->second.lane));
         lanes_.erase(it);
       } else {
         it->second.busy = false;
         it->second.last_used = std::chrono::steady_clock::now();
-        kept = true;
+        Trim(shut);
       }
-      break;
     }
   }
+  // Shut before telling Close(): what the shutdown runs (aborted waits) is done when Close returns.
+  for (auto& l : shut) Shut(*l);
+  std::lock_guard lock(mu_);
   released_.notify_all();
-  if (!kept) Shut(*lane);  // a lane for one call, one left unfinished, or the client closed while it was in use
 }
 
 void Lanes::Close() {
@@ -115,7 +113,9 @@ void Lanes::Close() {
   lock.unlock();
   for (auto& lane : idle) Shut(*lane);
   idle.clear();
-  // A call on this thread (Close from inside one of its callbacks) gives its lane back after we return.
+  // A worker must not wait (the Context's own shutdown runs there); a call on this thread (Close from
+  // inside one of its callbacks) gives its lane back after we return.
+  if (context_.InWorkerThread()) return;
   auto others_busy = [&] {
     for (const auto& [key, entry] : lanes_) {
       if (entry.busy && key.first != me) return true;

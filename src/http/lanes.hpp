@@ -3,8 +3,8 @@
 // make no thread hand-off. Each thread that makes blocking calls on a client gets a lane and keeps it
 // between calls, with its kept-alive connections; a blocking call made inside a callback of another
 // on the same thread (a Get in a blocking Watch's handler) gets the thread's next lane, kept as well.
-// A client keeps at most kMaxLanes: past that, the one idle longest is closed to make room, and when
-// every one is in use the call gets a lane of its own. Internal to HttpClient and KubeClient.
+// A client keeps at most kMaxLanes idle: a lane given back past that closes the ones idle longest
+// (the lanes of threads that ended go first). Internal to HttpClient and KubeClient.
 #pragma once
 
 #include <chrono>
@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "blocking_loop.hpp"
 #include "http/multi.hpp"
@@ -23,6 +24,8 @@ namespace sessionturn::http {
 struct Lane {
   blocking::PrivateLoop loop;  // first: outlives the multi and every wait on it
   std::shared_ptr<Multi> multi;
+  std::thread::id owner;  // the thread whose calls it serves, at this nesting depth
+  int depth = 0;
 };
 
 class Lanes;
@@ -56,7 +59,8 @@ class LaneLease {
 
 class Lanes : public std::enable_shared_from_this<Lanes> {
  public:
-  // Lanes kept per client (each an epoll descriptor, an eventfd, a timerfd and its idle connections).
+  // Lanes kept per client (each an epoll descriptor, an eventfd, a timerfd and its idle connections);
+  // more exist while more blocking calls run at once.
   static constexpr std::size_t kMaxLanes = 16;
   // How long Close() waits for the calls it cancelled on other threads to give their lanes back.
   static constexpr std::chrono::seconds kCloseWait{5};
@@ -69,9 +73,10 @@ class Lanes : public std::enable_shared_from_this<Lanes> {
 
   // A lane for a blocking call on this thread (see above); empty once Close() ran.
   LaneLease Acquire();
-  // Closes the idle lanes, ends the exchanges on the busy ones (they report Errc::cancelled) and
-  // waits, up to kCloseWait, until the calls on other threads gave theirs back: after it returns no
-  // lane of another thread touches the client's Context any more (unless that wait ran out).
+  // Closes the idle lanes, ends the exchanges on the busy ones (they report Errc::cancelled) and,
+  // off a worker of the Context, waits up to kCloseWait until the calls on other threads gave theirs
+  // back: after it returns no lane of another thread touches the client's Context any more (unless
+  // that wait ran out).
   void Close();
 
  private:
@@ -84,10 +89,10 @@ class Lanes : public std::enable_shared_from_this<Lanes> {
     std::chrono::steady_clock::time_point last_used;
   };
 
-  std::shared_ptr<Lane> Make() const;
-  // Under mu_: makes room for one more kept lane by taking out the one idle longest (returned, to be
-  // shut outside the lock); false when every kept lane is in use.
-  bool MakeRoom(std::shared_ptr<Lane>& evicted);
+  std::shared_ptr<Lane> Make(std::thread::id owner, int depth) const;
+  // Under mu_: takes out the lanes idle longest while more than kMaxLanes exist (to be shut outside
+  // the lock).
+  void Trim(std::vector<std::shared_ptr<Lane>>& evicted);
   void Release(const std::shared_ptr<Lane>& lane, bool keep);
 
   Context& context_;

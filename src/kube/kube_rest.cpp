@@ -107,11 +107,21 @@ void RestState::Close() {
 // answers still owed are counted: the client's Shutdown waits for them before its Context may go.
 void RestState::AsyncBearerToken(std::function<void(Result<std::string>)> done, const http::Lane* lane) {
   if (lane != nullptr) {
+    // Counted as owed like the async form's: the client's destruction waits for it (an exec plugin
+    // may take a while) before its Context may go.
+    {
+      std::lock_guard lock(mu_);
+      ++tokens_owed_;
+    }
     Result<std::string> token = Fail(Errc::internal, "reading the bearer token failed");
     try {
       token = config.BearerToken();
     } catch (const std::exception& e) {
       token = Fail(Errc::internal, std::string("reading the bearer token failed: ") + e.what());
+    }
+    {
+      std::lock_guard lock(mu_);
+      if (--tokens_owed_ == 0) tokens_paid_.notify_all();
     }
     asio::post(*lane->loop, [done = std::move(done), token = std::move(token)]() mutable { done(std::move(token)); });
     return;
@@ -380,7 +390,7 @@ KubeCall StartCall(const std::shared_ptr<RestState>& state, CallSpec spec, KubeJ
   return KubeCall(std::make_shared<KubeCall::Impl>(KubeCall::Impl{op}));
 }
 
-Result<json> BlockingCall(const std::shared_ptr<RestState>& state, CallSpec spec, std::string_view what) {
+Result<json> BlockingCall(std::shared_ptr<RestState> state, CallSpec spec, std::string_view what) {
   if (auto refused = blocking::RefuseOnWorker(state->context, what); !refused) return Fail(refused.error());
   http::LaneLease lease = state->AcquireLane();
   if (!lease) return Fail(Errc::cancelled, spec.method + " " + spec.path + ": the KubeClient was destroyed");

@@ -27,8 +27,8 @@ class Op {
   virtual ~Op() = default;
   // Ends the operation with `why` (Errc::cancelled). Any thread, idempotent.
   virtual void Cancel(Error why) = 0;
-  // A watch: its Cancel waits for an event handler running on a worker (on a lane it waits for
-  // nothing: it is posted to the lane's loop). RestState::Close cancels these last.
+  // A watch on the Context: its Cancel waits for an event handler running on a worker. RestState::Close
+  // cancels these last (calls and lane watches, whose Cancel waits for nothing, first).
   virtual bool RunsHandlers() const { return false; }
 };
 
@@ -110,13 +110,13 @@ struct CallSpec {
 KubeCall StartCall(const std::shared_ptr<RestState>& state, CallSpec spec, KubeJsonHandler handler,
                    std::shared_ptr<http::Lane> lane = nullptr, std::shared_ptr<Op>* started = nullptr);
 // A blocking verb: StartCall on this thread's lane, run here until it reported (`what` names it).
-Result<nlohmann::json> BlockingCall(const std::shared_ptr<RestState>& state, CallSpec spec, std::string_view what);
+Result<nlohmann::json> BlockingCall(std::shared_ptr<RestState> state, CallSpec spec, std::string_view what);
 
 // Starts a watch (kube_watch.cpp); on a lane, everything runs on its loop, `on_event` included.
 KubeWatch StartWatch(const std::shared_ptr<RestState>& state, std::string collection_path, KubeWatchOptions options,
                      WatchHandler on_event, KubeStatusHandler on_end, std::shared_ptr<http::Lane> lane = nullptr);
 // KubeClient::Watch: the watch on this thread's lane, `handler` called as each event is read.
-Status BlockingWatch(const std::shared_ptr<RestState>& state, std::string_view collection_path,
+Status BlockingWatch(std::shared_ptr<RestState> state, std::string_view collection_path,
                      const KubeWatchOptions& options, const WatchHandler& handler);
 
 }  // namespace sessionturn::kube

@@ -74,15 +74,19 @@ class WatchOp : public Op, public std::enable_shared_from_this<WatchOp> {
       // From another thread (the client's destruction), on a lane: ended on the lane's loop, where
       // its handler runs. Waiting here for a handler to return (as EndWith does) could wait for
       // ever: the handler may be inside a blocking call on this client that a later cancel ends.
+      // No event is delivered from now on (Ended() counts this), and a post that no loop runs any
+      // more holds nothing.
+      if (Ended()) return;
       silenced_.store(true, std::memory_order_release);
-      asio::post(*lane_->loop, [self = shared_from_this(), why = std::move(why)]() mutable {
-        self->EndWith(Fail(std::move(why)));
+      asio::post(*lane_->loop, [weak = weak_from_this(), why = std::move(why)]() mutable {
+        if (auto self = weak.lock()) self->EndWith(Fail(std::move(why)));
       });
       return;
     }
     EndWith(Fail(std::move(why)));
   }
-  bool RunsHandlers() const override { return true; }
+  // A watch on the Context: its Cancel waits for a handler running on a worker (see Op).
+  bool RunsHandlers() const override { return lane_ == nullptr; }
 
   // Ends the watch once: no event is delivered after this returns (off the delivering thread), the
   // step in flight is cancelled, and the end handler is posted.
@@ -126,7 +130,9 @@ class WatchOp : public Op, public std::enable_shared_from_this<WatchOp> {
   }
 
  private:
+  // Ended, or being ended (silenced: a cancel from another thread is on its way to the loop).
   bool Ended() {
+    if (silenced_.load(std::memory_order_acquire)) return true;
     std::lock_guard lock(mu_);
     return ended_;
   }
@@ -354,7 +360,7 @@ class WatchOp : public Op, public std::enable_shared_from_this<WatchOp> {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(options_.deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return EndWith(TimeoutError());
     std::lock_guard lock(mu_);
-    if (ended_) return;
+    if (ended_ || silenced_.load(std::memory_order_acquire)) return;
     retry_timer_.expires_after(std::min(delay, left));
     retry_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
       if (!ec) self->Step();
@@ -450,7 +456,7 @@ KubeWatch StartWatch(const std::shared_ptr<RestState>& state, std::string collec
 // read (inside the HTTP read: the next read waits for it, so a slow handler slows the stream instead
 // of queueing events without bound). A handler may make blocking calls on the client (they get a lane
 // of their own).
-Status BlockingWatch(const std::shared_ptr<RestState>& state, std::string_view collection_path,
+Status BlockingWatch(std::shared_ptr<RestState> state, std::string_view collection_path,
                      const KubeWatchOptions& options, const WatchHandler& handler) {
   constexpr std::string_view kWhat = "KubeClient::Watch";
   if (auto refused = blocking::RefuseOnWorker(state->context, kWhat); !refused) return refused;

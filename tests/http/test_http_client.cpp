@@ -611,25 +611,35 @@ TEST_CASE("http client: a blocking request runs on the calling thread, with its 
   CHECK(client.ConnectionsOpened() == 3);
 }
 
-TEST_CASE("http client: destroying the client ends a blocking request on another thread",
+TEST_CASE("http client: destroying the client ends the blocking requests on other threads",
           "[http][client][caller][lifetime]") {
   TestServer server;
   Context ctx;
   auto client = std::make_unique<HttpClient>(ctx);
-  std::promise<Result<HttpResponse>> done;
-  std::thread caller([&] { done.set_value(client->Request(Get(server.Http("/delay?seconds=10")))); });
+  HttpClient* raw = client.get();
+  // More callers than a client keeps lanes for (16): every one must be found and ended.
+  constexpr int kCallers = 20;
+  std::vector<std::promise<Result<HttpResponse>>> done(kCallers);
+  std::vector<std::thread> callers;
+  for (int i = 0; i < kCallers; ++i) {
+    callers.emplace_back([&, i] { done[static_cast<std::size_t>(i)].set_value(raw->Request(Get(server.Http("/delay?seconds=10")))); });
+  }
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (client->InFlight() == 0 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(milliseconds(2));
-  REQUIRE(client->InFlight() == 1);
-  std::this_thread::sleep_for(milliseconds(50));  // on the wire, waiting for the server
+  while (client->InFlight() < static_cast<std::size_t>(kCallers) && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(milliseconds(2));
+  }
+  REQUIRE(client->InFlight() == static_cast<std::size_t>(kCallers));
+  std::this_thread::sleep_for(milliseconds(100));  // on the wire, waiting for the server
   const auto t0 = std::chrono::steady_clock::now();
-  client.reset();  // cancels it on its thread's lane, and waits until that call gave the lane back
+  client.reset();  // cancels them on their threads' lanes, and waits until those calls gave their lanes back
   const auto took = std::chrono::steady_clock::now() - t0;
-  auto result = done.get_future();
-  CHECK(result.wait_for(milliseconds(0)) == std::future_status::ready);
-  caller.join();
-  auto r = result.get();
-  REQUIRE_FALSE(r);
-  CHECK(r.error().code == Errc::cancelled);
+  for (auto& t : callers) t.join();
+  for (auto& d : done) {
+    auto f = d.get_future();
+    REQUIRE(f.wait_for(std::chrono::seconds(2)) == std::future_status::ready);
+    auto r = f.get();
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == Errc::cancelled);
+  }
   CHECK(took < std::chrono::seconds(3));  // not the server's 10 s, nor the 5 s bound of the wait
 }

@@ -140,32 +140,34 @@ TEST_CASE("kube client: blocking calls from many threads, more than a client kee
   CHECK(ok == kThreads * kEach);
 }
 
-TEST_CASE("kube client: destroying the client ends a blocking watch, and a call inside its handler, on another thread",
+TEST_CASE("kube client: destroying the client ends a blocking watch, and a watch inside its handler, on another thread",
           "[kube][client][caller][watch][lifetime]") {
   FakeKube fake;
   Context ctx;
   auto client = std::make_unique<KubeClient>(ctx, fake.Config());
+  KubeClient* raw = client.get();  // the watcher's calls are made before the client goes
   REQUIRE(client->Post(kSessions, SessionObject("gone-a")));
   std::promise<Status> ended;
-  std::atomic<bool> in_handler{false};
+  std::atomic<bool> inner_streaming{false};
   Result<json> nested = json();
   std::thread watcher([&] {
     KubeWatchOptions wo;
     wo.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    ended.set_value(client->Watch(kSessions, wo, [&](const WatchEvent&) {
-      in_handler = true;
-      // A blocking watch of another collection inside the handler: it runs until the client goes.
+    ended.set_value(raw->Watch(kSessions, wo, [&](const WatchEvent&) {
+      // A blocking watch inside the handler, on the thread's next lane: it runs until the client goes.
       KubeWatchOptions inner;
       inner.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-      auto st = client->Watch(kSessions, inner, [](const WatchEvent&) { return true; });
+      auto st = raw->Watch(kSessions, inner, [&](const WatchEvent&) {
+        inner_streaming = true;
+        return true;
+      });
       nested = st ? Result<json>(json()) : Result<json>(Fail(st.error()));
       return true;
     }));
   });
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!in_handler && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  REQUIRE(in_handler);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the inner watch is streaming
+  while (!inner_streaming && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  REQUIRE(inner_streaming);
   const auto t0 = std::chrono::steady_clock::now();
   client.reset();
   const auto took = std::chrono::steady_clock::now() - t0;
