@@ -22,6 +22,10 @@ namespace {
 using detail::Mismatches;
 namespace sj = simdjson::dom;
 
+// A rare huge line or value must not pin its buffers for the thread's (or a reused Event's)
+// lifetime: capacity above this is given back.
+constexpr std::size_t kKeepCapacity = 1u << 20;
+
 // Top-level fields of an event.
 enum class Field : std::uint8_t {
   kUnknown,
@@ -359,8 +363,6 @@ class EventDecoder {
   }
 
  private:
-  // A rare huge line must not pin its buffers for the thread's (or the reused Event's) lifetime.
-  static constexpr std::size_t kKeepCapacity = 1u << 20;
   void MaybeShrink(std::size_t line_size) {
     if (line_size > kKeepCapacity) parser_ = sj::parser();
   }
@@ -435,15 +437,30 @@ Json Event::Raw() const {
 bool SameEvent(const Event& a, const Event& b) { return EventToJson(a) == EventToJson(b); }
 
 namespace {
+
 // Empties `s` but keeps its capacity for the next line, unless a rare huge value made it large.
 void ClearKeeping(std::string& s) noexcept {
-  constexpr std::size_t kKeep = 1u << 20;
-  if (s.capacity() > kKeep) {
+  if (s.capacity() > kKeepCapacity) {
     std::string().swap(s);
   } else {
     s.clear();
   }
 }
+
+bool Inside(const std::string& s, std::string_view v) {
+  const char* begin = s.data();
+  return !v.empty() && std::less_equal<const char*>()(begin, v.data()) &&
+         std::less<const char*>()(v.data(), begin + s.size());
+}
+
+bool ViewsTopLevelString(const Event& e, std::string_view v) {
+  for (const std::string* s : {&e.line, &e.type, &e.timestamp, &e.request_id, &e.turn_id, &e.text, &e.status,
+                               &e.tool_id, &e.tool_name, &e.output, &e.input_id, &e.journal_id, &e.history_cursor}) {
+    if (Inside(*s, v)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 void Event::Reset() noexcept {
@@ -475,21 +492,6 @@ void Event::Reset() noexcept {
   attachments = nullptr;
   ClearKeeping(line);
 }
-
-namespace {
-bool Inside(const std::string& s, std::string_view v) {
-  const char* begin = s.data();
-  return !v.empty() && std::less_equal<const char*>()(begin, v.data()) &&
-         std::less<const char*>()(v.data(), begin + s.size());
-}
-bool ViewsTopLevelString(const Event& e, std::string_view v) {
-  for (const std::string* s : {&e.line, &e.type, &e.timestamp, &e.request_id, &e.turn_id, &e.text, &e.status,
-                               &e.tool_id, &e.tool_name, &e.output, &e.input_id, &e.journal_id, &e.history_cursor}) {
-    if (Inside(*s, v)) return true;
-  }
-  return false;
-}
-}  // namespace
 
 Status DecodeEventInto(std::string_view line, Event& event, std::vector<FieldMismatch>* mismatches) {
   // One decoder (parser state and buffers, reused across lines) per thread.
