@@ -335,7 +335,14 @@ class Operations(SlackCase):
         fake = self.start_fake()
         bridge = self.start_bridge(fake, "--backend", "kubernetes", "--kubeconfig", kubeconfig, "--spawner", "sp")
         fake.wait_connections(1)
-        status, text = request(bridge.base + "/readyz")
+        # The socket is counted when the fake accepts it; the bridge is connected once it read the hello
+        # (later under a sanitizer): until then /readyz names the platform, not the backend.
+        deadline = time.monotonic() + 15
+        while True:
+            status, text = request(bridge.base + "/readyz")
+            if "platform is not connected" not in text or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         self.assertEqual(status, 503, text)
         self.assertIn("backend is not reachable", text)
         self.assertIn("127.0.0.1:%d" % port, text)
