@@ -91,7 +91,9 @@ Result<T> RunOnLoop(const Context& context, PrivateLoop loop, AfterReport after,
       std::lock_guard lock(report->mu);
       report->result = std::move(result);
     }
-    if (auto l = weak.lock()) asio::post(*l, [] {});  // wakes the caller's wait if it came from elsewhere
+    // Wakes the caller's wait when the report came from elsewhere; from the loop itself (the usual
+    // case) the caller sees it as soon as this job returns.
+    if (auto l = weak.lock(); l && !l->get_executor().running_in_this_thread()) asio::post(*l, [] {});
   });
   auto reported = [&report] {
     std::lock_guard lock(report->mu);

@@ -6,6 +6,7 @@
 // Unknown top-level fields are never materialised. A field of an unexpected type is recorded and left
 // at its zero value: the event itself is kept (PROTOCOL.md §2, and the real runtime has changed field
 // types before).
+#include <cstring>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -57,55 +58,62 @@ enum class Field : std::uint8_t {
   kAttachments,
 };
 
+// `k` equals the literal `lit`, given that their lengths are already known to be equal: a compare of
+// constant size, which the compiler does inline (a key is looked up on every field of every line).
+template <std::size_t N>
+bool Is(std::string_view k, const char (&lit)[N]) noexcept {
+  return std::memcmp(k.data(), lit, N - 1) == 0;
+}
+
 Field FieldOf(std::string_view k) noexcept {
   switch (k.size()) {
     case 2:
-      if (k == "id") return Field::kId;
+      if (Is(k, "id")) return Field::kId;
       break;
     case 4:
-      if (k == "type") return Field::kType;
-      if (k == "text") return Field::kText;
-      if (k == "diff") return Field::kDiff;
-      if (k == "goal") return Field::kGoal;
+      if (Is(k, "type")) return Field::kType;
+      if (Is(k, "text")) return Field::kText;
+      if (Is(k, "diff")) return Field::kDiff;
+      if (Is(k, "goal")) return Field::kGoal;
       break;
     case 5:
-      if (k == "reset") return Field::kReset;
+      if (Is(k, "reset")) return Field::kReset;
       break;
     case 6:
-      if (k == "turnId") return Field::kTurnId;
-      if (k == "status") return Field::kStatus;
-      if (k == "toolId") return Field::kToolId;
-      if (k == "output") return Field::kOutput;
+      if (Is(k, "turnId")) return Field::kTurnId;
+      if (Is(k, "status")) return Field::kStatus;
+      if (Is(k, "toolId")) return Field::kToolId;
+      if (Is(k, "output")) return Field::kOutput;
       break;
     case 7:
-      if (k == "inputId") return Field::kInputId;
-      if (k == "runtime") return Field::kRuntime;
+      if (Is(k, "inputId")) return Field::kInputId;
+      if (Is(k, "runtime")) return Field::kRuntime;
       break;
     case 8:
-      if (k == "revision") return Field::kRevision;
-      if (k == "toolName") return Field::kToolName;
+      if (Is(k, "revision")) return Field::kRevision;
+      if (Is(k, "toolName")) return Field::kToolName;
       break;
     case 9:
-      if (k == "requestId") return Field::kRequestId;
-      if (k == "timestamp") return Field::kTimestamp;
-      if (k == "questions") return Field::kQuestions;
-      if (k == "journalId") return Field::kJournalId;
+      if (Is(k, "requestId")) return Field::kRequestId;
+      if (Is(k, "timestamp")) return Field::kTimestamp;
+      if (Is(k, "questions")) return Field::kQuestions;
+      if (Is(k, "journalId")) return Field::kJournalId;
       break;
     case 11:
-      if (k == "historyPage") return Field::kHistoryPage;
-      if (k == "lastEventId") return Field::kLastEventId;
-      if (k == "attachments") return Field::kAttachments;
+      if (Is(k, "historyPage")) return Field::kHistoryPage;
+      if (Is(k, "lastEventId")) return Field::kLastEventId;
+      if (Is(k, "attachments")) return Field::kAttachments;
       break;
     case 12:
-      if (k == "firstEventId") return Field::kFirstEventId;
-      if (k == "historyState") return Field::kHistoryState;
+      if (Is(k, "firstEventId")) return Field::kFirstEventId;
+      if (Is(k, "historyState")) return Field::kHistoryState;
       break;
     case 13:
-      if (k == "historyCursor") return Field::kHistoryCursor;
+      if (Is(k, "historyCursor")) return Field::kHistoryCursor;
       break;
     case 14:
-      if (k == "sessionCommand") return Field::kSessionCommand;
-      if (k == "historyLimited") return Field::kHistoryLimited;
+      if (Is(k, "sessionCommand")) return Field::kSessionCommand;
+      if (Is(k, "historyLimited")) return Field::kHistoryLimited;
       break;
     default:
       break;

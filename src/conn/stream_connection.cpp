@@ -126,14 +126,22 @@ void StreamConnection::QueueWrite(std::string line, Connection::WriteHandler don
 }
 
 void StreamConnection::Close() {
-  close_called_.store(true);  // a write on the strand before the job below runs is not written now
-  PostOnStrand([this] {
-    Error cancelled(Errc::cancelled, describe_ + ": connection closed");
-    in_.Fail(cancelled);
-    TearDown(cancelled);
-    // Later writes after an explicit Close are cancelled, whatever ended the stream before.
-    write_error_ = cancelled;
-  });
+  close_called_.store(true);  // a write on the strand before the close runs is not written now
+  // From the reader's handler (a turn that finished on the lines just read): closed when the read's
+  // job returns, which saves a posted job, a re-armed wait and its cancellation per connection.
+  if (strand_.running_in_this_thread() && in_readable_) {  // in that order: in_readable_ is the strand's
+    close_deferred_ = true;
+    return;
+  }
+  PostOnStrand([this] { CloseNow(); });
+}
+
+void StreamConnection::CloseNow() {
+  Error cancelled(Errc::cancelled, describe_ + ": connection closed");
+  in_.Fail(cancelled);
+  TearDown(cancelled);
+  // Later writes after an explicit Close are cancelled, whatever ended the stream before.
+  write_error_ = cancelled;
 }
 
 void StreamConnection::EndStream(Error error) {
@@ -151,7 +159,7 @@ void StreamConnection::TearDown(const Error& write_error) {
 }
 
 void StreamConnection::ReadLoop() {
-  if (down_ || reading_) return;
+  if (down_ || reading_ || close_called_.load()) return;  // a closed connection waits for nothing more
   reading_ = true;
   WaitReadable(OnStrand([this](const std::error_code& ec, std::size_t) { OnReadable(ec); }));
 }
@@ -172,6 +180,23 @@ void StreamConnection::OnReadable(const std::error_code& wait_error) {
     OnReadEnded(wait_error);
     return;
   }
+  {
+    in_readable_ = true;
+    struct Reset {
+      bool& flag;
+      ~Reset() { flag = false; }
+    } reset{in_readable_};
+    ReadAvailable();
+  }
+  if (close_deferred_) {
+    close_deferred_ = false;
+    CloseNow();
+    return;
+  }
+  ReadLoop();
+}
+
+void StreamConnection::ReadAvailable() {
   char* scratch = Scratch();
   for (int i = 0; i < kReadsPerWake; ++i) {
     std::error_code ec;
@@ -186,9 +211,8 @@ void StreamConnection::OnReadable(const std::error_code& wait_error) {
       OnReadEnded(ec);
       return;
     }
-    if (bytes < kReadChunkBytes || down_) break;  // drained for now
+    if (bytes < kReadChunkBytes || down_ || close_deferred_) break;  // drained for now, or closed
   }
-  ReadLoop();
 }
 
 void StreamConnection::OnReadEnded(const std::error_code& ec) {

@@ -99,6 +99,11 @@ class StreamConnection : public std::enable_shared_from_this<StreamConnection> {
  private:
   void ReadLoop();
   void OnReadable(const std::error_code& ec);
+  // Reads what is there (up to kReadsPerWake chunks) into the line queue, which hands the lines to
+  // the reader; ends the stream on EOF or an error. On the strand.
+  void ReadAvailable();
+  // What Close() does, on the strand from a job of its own: fails the reader, shuts the transport.
+  void CloseNow();
   // Queues a write (on the strand) and makes sure a flush follows.
   void QueueWrite(std::string line, Connection::WriteHandler done);
   // A write nobody waits for, on the strand with nothing queued or in flight: written now (no job,
@@ -119,6 +124,10 @@ class StreamConnection : public std::enable_shared_from_this<StreamConnection> {
   bool reading_ = false;
   bool writing_ = false;
   bool flush_posted_ = false;          // a WriteLoop job is queued
+  // OnReadable is running (the lines it read are being handed over): a Close() from the reader's
+  // handler is done when it returns, not posted, and no further read is waited for.
+  bool in_readable_ = false;
+  bool close_deferred_ = false;
   std::atomic<bool> close_called_{false};  // Close() was called: its job may not have run yet
   std::atomic<int> posted_writes_{0};  // AsyncWrite jobs posted and not run yet
   bool down_ = false;              // the transport is shut down; nothing more is read or written
