@@ -45,6 +45,7 @@ class NotifyingConnection : public Connection, public std::enable_shared_from_th
     });
   }
   void AsyncWrite(std::string line, WriteHandler done) override { inner_->AsyncWrite(std::move(line), std::move(done)); }
+  void AsyncWriteLines(std::vector<std::string> lines) override { inner_->AsyncWriteLines(std::move(lines)); }
   void Close() override { inner_->Close(); }
   std::string Diagnostics() const override { return inner_->Diagnostics(); }
   std::string Describe() const override { return inner_->Describe(); }

@@ -68,6 +68,22 @@ void StreamConnection::AsyncWrite(std::string line, Connection::WriteHandler don
   });
 }
 
+void StreamConnection::AsyncWriteLines(std::vector<std::string> lines) {
+  if (lines.empty()) return;
+  // Joined into one line-separated write when it can go out now (TryWriteNow adds the last newline),
+  // so that the peer reads them together: a turn's start is one send(2), not one per request.
+  if (lines.size() > 1 && strand_.running_in_this_thread() && posted_writes_.load() == 0) {
+    std::string joined = std::move(lines.front());
+    for (std::size_t i = 1; i < lines.size(); ++i) {
+      joined.push_back('\n');
+      joined.append(lines[i]);
+    }
+    AsyncWrite(std::move(joined), {});
+    return;
+  }
+  for (auto& line : lines) AsyncWrite(std::move(line), {});
+}
+
 bool StreamConnection::TryWriteNow(std::string& line, const Connection::WriteHandler& done) {
   // Only a write whose completion nobody waits for (it would run inside the writer's call), and only
   // in order: nothing queued, flushing or failed before it.

@@ -47,6 +47,7 @@ class StreamConnection : public std::enable_shared_from_this<StreamConnection> {
   void AsyncReadLine(Connection::LineHandler handler);
   std::optional<std::string> TryReadLine();
   void AsyncWrite(std::string line, Connection::WriteHandler done);
+  void AsyncWriteLines(std::vector<std::string> lines);
   void Close();
   virtual std::string Diagnostics() const { return {}; }
   const std::string& Describe() const noexcept { return describe_; }
@@ -143,6 +144,7 @@ class ConnectionHandle final : public Connection {
   void AsyncReadLine(LineHandler handler) override { impl_->AsyncReadLine(std::move(handler)); }
   std::optional<std::string> TryReadLine() override { return impl_->TryReadLine(); }
   void AsyncWrite(std::string line, WriteHandler done) override { impl_->AsyncWrite(std::move(line), std::move(done)); }
+  void AsyncWriteLines(std::vector<std::string> lines) override { impl_->AsyncWriteLines(std::move(lines)); }
   void Close() override { impl_->Close(); }
   std::string Diagnostics() const override { return impl_->Diagnostics(); }
   std::string Describe() const override { return impl_->Describe(); }

@@ -88,7 +88,11 @@ void EventStream::OnConnect(Result<std::shared_ptr<Connection>> result) {
     self->OnDrop(Error(Errc::timeout, "no history.end within " + Seconds(self->policy_.handshake_timeout) +
                                           " of connecting"));
   });
-  for (const auto& request : owner->OnStreamUp(reconnected)) Send(request);
+  // The requests a (re)connect starts with, written together (one send for a turn's subscribe and
+  // message).
+  std::vector<std::string> lines;
+  for (const auto& request : owner->OnStreamUp(reconnected)) lines.push_back(EncodeRequest(request));
+  if (!lines.empty()) conn_->AsyncWriteLines(std::move(lines));
   if (conn_) Read();
 }
 

@@ -60,8 +60,10 @@ void OneShotOp::OnConnect(Result<std::shared_ptr<Connection>> result) {
     return;
   }
   conn_ = std::move(*result);
-  conn_->AsyncWrite(EncodeRequest(ClientRequest::Subscribe(0, "", true, kTurnHistoryItems, kTurnHistoryBytes)), {});
-  conn_->AsyncWrite(EncodeRequest(request_), {});
+  std::vector<std::string> lines;
+  lines.push_back(EncodeRequest(ClientRequest::Subscribe(0, "", true, kTurnHistoryItems, kTurnHistoryBytes)));
+  lines.push_back(EncodeRequest(request_));
+  conn_->AsyncWriteLines(std::move(lines));
   Read();
 }
 

@@ -113,29 +113,22 @@ HttpCall HttpClient::AsyncStream(HttpRequest request, HttpStreamHandlers handler
 
 // On this thread's lane (http/lanes.hpp): the exchange runs here, with no hand-off to a worker.
 Result<HttpResponse> HttpClient::Request(HttpRequest request) {
-  constexpr std::string_view kWhat = "HttpClient::Request";
-  Context& ctx = context();
-  if (auto refused = blocking::RefuseOnWorker(ctx, kWhat); !refused) return Fail(refused.error());
   const auto bound = request.timeout;
   const std::string target = request.method + " " + request.url;
-  http::LaneLease lease = impl_->lanes->Acquire();
-  if (!lease) return Fail(Errc::cancelled, target + ": the HttpClient is being destroyed");
   HttpCall call;
   std::optional<Error> cut;  // why RunOnLoop ended the exchange early (a stopped Context, its bound)
-  bool reported = false;
-  auto result = blocking::RunOnLoop<HttpResponse>(
-      ctx, lease.lane()->loop, blocking::AfterReport::ready, bound, kWhat,
-      [&](const blocking::PrivateLoop&, HttpHandler done) {
+  auto result = http::RunOnLane<HttpResponse>(
+      *impl_->lanes, context(), bound, "HttpClient::Request",
+      Error(Errc::cancelled, target + ": the HttpClient is being destroyed"),
+      [&](const std::shared_ptr<http::Lane>& lane, HttpHandler done) {
         HttpStreamHandlers handlers;
         handlers.on_done = std::move(done);
-        call = http::SubmitTo(lease.lane()->multi, std::move(request), std::move(handlers), false);
+        call = http::SubmitTo(lane->multi, std::move(request), std::move(handlers), false);
       },
       [&](Error why) {
         cut = std::move(why);
         call.Cancel();
-      },
-      {}, &reported);
-  if (reported) lease.Keep();
+      });
   if (!result && cut && result.error().code == Errc::cancelled) return Fail(cut->code, target + ": " + cut->message);
   return result;
 }

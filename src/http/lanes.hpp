@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -103,6 +104,25 @@ class Lanes : public std::enable_shared_from_this<Lanes> {
   bool closed_ = false;
   std::map<Key, Entry> lanes_;
 };
+
+// A blocking call on a lane of `lanes` (this thread's): runs `start(lane, done)` there until `done`
+// got the operation's report (blocking::RunOnLoop; `cancel(error)` ends it early: its bound, a
+// stopped Context), then keeps the lane for the thread's next call only if the operation reported.
+// Refused on a worker of `context`; `destroyed` when the client is being destroyed.
+template <typename T, typename Start, typename Cancel>
+Result<T> RunOnLane(Lanes& lanes, const Context& context, std::chrono::milliseconds bound, std::string_view what,
+                    Error destroyed, Start&& start, Cancel&& cancel) {
+  if (auto refused = blocking::RefuseOnWorker(context, what); !refused) return Fail(refused.error());
+  LaneLease lease = lanes.Acquire();
+  if (!lease) return Fail(std::move(destroyed));
+  bool reported = false;
+  auto result = blocking::RunOnLoop<T>(
+      context, lease.lane()->loop, blocking::AfterReport::ready, bound, what,
+      [&](const blocking::PrivateLoop&, auto done) { start(lease.lane(), std::move(done)); },
+      std::forward<Cancel>(cancel), {}, &reported);
+  if (reported) lease.Keep();
+  return result;
+}
 
 // Closes a lane that no call runs, from any thread: its connections (an exchange still on it is
 // dropped unreported), then the aborted waits queued on its loop (they hold the multi).

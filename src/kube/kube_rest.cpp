@@ -54,14 +54,6 @@ HttpCall RestState::Stream(HttpRequest request, HttpStreamHandlers handlers, con
   return http->AsyncStream(std::move(request), std::move(handlers));
 }
 
-http::LaneLease RestState::AcquireLane() {
-  {
-    std::lock_guard lock(mu_);
-    if (closed_) return {};
-  }
-  return lanes_->Acquire();
-}
-
 void RestState::Post(const http::Lane* lane, std::function<void()> fn) {
   if (lane != nullptr) {
     asio::post(*lane->loop, std::move(fn));
@@ -391,22 +383,16 @@ KubeCall StartCall(const std::shared_ptr<RestState>& state, CallSpec spec, KubeJ
 }
 
 Result<json> BlockingCall(std::shared_ptr<RestState> state, CallSpec spec, std::string_view what) {
-  if (auto refused = blocking::RefuseOnWorker(state->context, what); !refused) return Fail(refused.error());
-  http::LaneLease lease = state->AcquireLane();
-  if (!lease) return Fail(Errc::cancelled, spec.method + " " + spec.path + ": the KubeClient was destroyed");
   std::shared_ptr<Op> op;
-  bool reported = false;
-  auto result = blocking::RunOnLoop<json>(
-      state->context, lease.lane()->loop, blocking::AfterReport::ready, state->options.request_timeout, what,
-      [&](const blocking::PrivateLoop&, KubeJsonHandler done) {
-        StartCall(state, std::move(spec), std::move(done), lease.lane(), &op);
+  Error destroyed(Errc::cancelled, spec.method + " " + spec.path + ": the KubeClient was destroyed");
+  return http::RunOnLane<json>(
+      state->lanes(), state->context, state->options.request_timeout, what, std::move(destroyed),
+      [&](const std::shared_ptr<http::Lane>& lane, KubeJsonHandler done) {
+        StartCall(state, std::move(spec), std::move(done), lane, &op);
       },
       [&](Error why) {
         if (op) op->Cancel(std::move(why));
-      },
-      {}, &reported);
-  if (reported) lease.Keep();
-  return result;
+      });
 }
 
 }  // namespace sessionturn::kube

@@ -50,8 +50,9 @@ class RestState : public std::enable_shared_from_this<RestState> {
   // stopped Context the handler runs before these return: do not call them holding a lock it takes.
   HttpCall Send(HttpRequest request, HttpHandler handler, const http::Lane* lane = nullptr);
   HttpCall Stream(HttpRequest request, HttpStreamHandlers handlers, const http::Lane* lane = nullptr);
-  // This thread's lane for a blocking verb; empty once Close() ran.
-  http::LaneLease AcquireLane();
+  // The lanes of the blocking verbs (http::RunOnLane); none is handed out once Close() ran (an
+  // operation started on one meanwhile finds the client closed when it registers: Track).
+  http::Lanes& lanes() { return *lanes_; }
   // Where an operation's timers and posted steps run.
   asio::io_context& Io(const http::Lane* lane) { return lane != nullptr ? *lane->loop : context.io(); }
   // Runs `fn` later on the operation's loop (a worker of the Context, or the lane's).

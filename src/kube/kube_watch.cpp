@@ -458,25 +458,18 @@ KubeWatch StartWatch(const std::shared_ptr<RestState>& state, std::string collec
 // of their own).
 Status BlockingWatch(std::shared_ptr<RestState> state, std::string_view collection_path,
                      const KubeWatchOptions& options, const WatchHandler& handler) {
-  constexpr std::string_view kWhat = "KubeClient::Watch";
-  if (auto refused = blocking::RefuseOnWorker(state->context, kWhat); !refused) return refused;
-  http::LaneLease lease = state->AcquireLane();
-  if (!lease) return Fail(Errc::cancelled, "watch " + std::string(collection_path) + ": the KubeClient was destroyed");
   const auto bound = std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
                                                                  options.deadline - std::chrono::steady_clock::now()));
   std::shared_ptr<WatchOp> op;
-  bool reported = false;
-  auto status = blocking::RunOnLoop<void>(
-      state->context, lease.lane()->loop, blocking::AfterReport::ready, bound, kWhat,
-      [&](const blocking::PrivateLoop&, KubeStatusHandler done) {
-        op = StartWatchOp(state, std::string(collection_path), options, handler, std::move(done), lease.lane());
+  return http::RunOnLane<void>(
+      state->lanes(), state->context, bound, "KubeClient::Watch",
+      Error(Errc::cancelled, "watch " + std::string(collection_path) + ": the KubeClient was destroyed"),
+      [&](const std::shared_ptr<http::Lane>& lane, KubeStatusHandler done) {
+        op = StartWatchOp(state, std::string(collection_path), options, handler, std::move(done), lane);
       },
       [&](Error why) {
         if (op) op->Cancel(std::move(why));
-      },
-      {}, &reported);
-  if (reported) lease.Keep();
-  return status;
+      });
 }
 
 }  // namespace sessionturn::kube

@@ -488,6 +488,81 @@ TEST_CASE("unix connection: a write from its strand after Close is not written",
   CHECK(go.received == std::vector<std::string>{"a"});
 }
 
+TEST_CASE("unix connection: AsyncWriteLines writes its lines in order with the writes around it", "[connection]") {
+  // From the strand (joined into one write) and from another thread (queued), each line whole.
+  GoServer go;
+  Context context(QuietOptions(2));
+  auto written = std::make_shared<std::promise<Status>>();
+  auto future = written->get_future();
+  auto c = go.Connect(context, [written](Connection& conn) {
+    conn.AsyncWrite("a", {});
+    conn.AsyncWriteLines({"b", "c", "{\"json\":1}"});
+    conn.AsyncWriteLines({});
+    conn.AsyncWriteLines({"d"});
+    conn.AsyncWrite("e", [written](Status s) { written->set_value(s); });
+  });
+  REQUIRE(future.wait_for(kWait) == std::future_status::ready);
+  CHECK(future.get());
+  c->AsyncWriteLines({"f", "g"});
+  REQUIRE(WriteLine(*c, "h"));
+  c->Close();
+  REQUIRE(WaitFor([&] { return go.server.done(); }));
+  CHECK(go.received == std::vector<std::string>{"a", "b", "c", "{\"json\":1}", "d", "e", "f", "g", "h"});
+}
+
+TEST_CASE("Connection::AsyncWriteLines by default makes one AsyncWrite per line", "[connection]") {
+  // A wrapper that only overrides AsyncWrite (a fault injector, a logger) still sees every line.
+  struct Recording : Connection {
+    std::vector<std::string> writes;
+    void AsyncReadLine(LineHandler) override {}
+    void AsyncWrite(std::string line, WriteHandler done) override {
+      CHECK_FALSE(done);
+      writes.push_back(std::move(line));
+    }
+    void Close() override {}
+    std::string Diagnostics() const override { return {}; }
+    std::string Describe() const override { return "recording"; }
+  } recording;
+  recording.AsyncWriteLines({"one", "two"});
+  CHECK(recording.writes == std::vector<std::string>{"one", "two"});
+}
+
+TEST_CASE("unix connection: Close from its read handler ends it before the handler's job returns", "[connection]") {
+  // The close is done when the read's job returns (not posted): a read asked for after it and a
+  // write queued after it are cancelled, the lines read with it are not delivered, the peer sees
+  // the end.
+  TempDir dir;
+  std::atomic<bool> peer_saw_end{false};
+  UnixServer server(dir.path, [&](int fd) {
+    SendAll(fd, "one\ntwo\nthree\n");
+    char byte;
+    peer_saw_end = ::recv(fd, &byte, 1, 0) == 0;
+  });
+  Context context(QuietOptions(2));
+  auto connection = ConnectNow(*MakeUnixConnector(context, server.path()));
+  REQUIRE(connection);
+  std::shared_ptr<Connection> c = *connection;
+  auto read_after = std::make_shared<std::promise<Errc>>();
+  auto write_after = std::make_shared<std::promise<Errc>>();
+  auto read_future = read_after->get_future();
+  auto write_future = write_after->get_future();
+  c->AsyncReadLine([c, read_after, write_after](Result<std::string> line) {
+    REQUIRE(line);
+    CHECK(*line == "one");
+    c->Close();
+    c->AsyncReadLine([read_after](Result<std::string> next) {
+      read_after->set_value(next ? Errc::ok : next.error().code);
+    });
+    c->AsyncWrite("after", [write_after](Status s) { write_after->set_value(s ? Errc::ok : s.error().code); });
+  });
+  REQUIRE(read_future.wait_for(kWait) == std::future_status::ready);
+  REQUIRE(write_future.wait_for(kWait) == std::future_status::ready);
+  CHECK(read_future.get() == Errc::cancelled);  // not "two": the queued lines went with the close
+  CHECK(write_future.get() == Errc::cancelled);
+  REQUIRE(WaitFor([&] { return server.done(); }));
+  CHECK(peer_saw_end);
+}
+
 TEST_CASE("unix connection: destroying it with operations pending cancels them safely", "[connection]") {
   TempDir dir;
   std::atomic<bool> release{false};
