@@ -486,7 +486,8 @@ void Event::Reset() noexcept {
   ClearKeeping(output);
   ClearKeeping(input_id);
   questions.clear();
-  diff = nullptr;
+  // The JSON members are null on most events: left alone then (assigning null builds and swaps).
+  if (!diff.is_null()) diff = nullptr;
   first_event_id = 0;
   last_event_id = 0;
   ClearKeeping(journal_id);
@@ -496,8 +497,8 @@ void Event::Reset() noexcept {
   ClearKeeping(history_cursor);
   history_state.reset();
   runtime.reset();
-  goal = nullptr;
-  attachments = nullptr;
+  if (!goal.is_null()) goal = nullptr;
+  if (!attachments.is_null()) attachments = nullptr;
   ClearKeeping(line);
 }
 
