@@ -1,6 +1,8 @@
 // bench/decode: decode throughput of a realistic runtime event stream, side by side in one run with
 //   (a) a bare memchr line scan over the same bytes (the physical limit of the framing), and
 //   (b) the same decode in Python with json.loads per line (bench/py_decode.py, /usr/bin/python3).
+//   (c) simdjson's DOM parse of each line alone, nothing taken out of it: the parser's own ceiling on
+//       this stream, which bounds what any decoder built on it can reach.
 // Usage: bench_decode [--mb 100] [--file PATH] [--no-python] [--repeat 3]
 // The stream is generated deterministically: mostly assistant deltas, tool output, user messages,
 // questions, status events, with the mix of sizes a coding agent produces.
@@ -14,6 +16,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include <simdjson.h>
 
 #include "sessionturn/protocol.hpp"
 
@@ -195,6 +199,30 @@ int main(int argc, char** argv) {
     return lines;
   });
 
+  // (c) simdjson alone: each line copied into a reused padded buffer (as the decoder parses it in
+  // the Event's own line) and parsed, nothing extracted.
+  std::size_t parse_errors = 0;
+  Figures parse_only = BestOf(repeat, data.size(), [&] {
+    LineFramer framer;
+    simdjson::dom::parser parser;
+    std::string padded;
+    std::size_t lines = 0;
+    constexpr std::size_t kChunk = 64 * 1024;
+    for (std::size_t off = 0; off < data.size(); off += kChunk) {
+      framer.Feed(std::string_view(data).substr(off, kChunk), [&](std::string_view line) {
+        padded.assign(line);
+        padded.append(simdjson::SIMDJSON_PADDING, '\0');
+        simdjson::dom::element root;
+        if (parser.parse(padded.data(), line.size(), false).get(root)) {
+          ++parse_errors;
+          return;
+        }
+        ++lines;
+      });
+    }
+    return lines;
+  });
+
   std::printf("decode benchmark: %.1f MB stream, %zu lines (best of %d)\n", static_cast<double>(data.size()) / 1e6,
               scan.lines, repeat);
   std::printf("  memchr line scan (floor)      : %9.1f MB/s\n", scan.mbps);
@@ -202,6 +230,8 @@ int main(int argc, char** argv) {
               errors);
   std::printf("  ... into one reused Event      : %9.1f MB/s  (%zu events; target >= 1500 MB/s)\n", into.mbps,
               into.lines);
+  std::printf("  simdjson parse alone (ceiling) : %9.1f MB/s  (%zu lines, %zu errors; reused Event at %.0f %% of it)\n",
+              parse_only.mbps, parse_only.lines, parse_errors, 100.0 * into.mbps / parse_only.mbps);
   std::printf("  ratio ours / scan             : %9.3f  (scan is %.1fx faster; reused Event: %.1fx)\n",
               ours.mbps / scan.mbps, scan.mbps / ours.mbps, scan.mbps / into.mbps);
   if (python) {
@@ -229,5 +259,5 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::remove(file.c_str());
-  return errors == 0 ? 0 : 1;
+  return errors == 0 && parse_errors == 0 ? 0 : 1;
 }

@@ -196,14 +196,19 @@ void StreamConnection::OnReadable(const std::error_code& wait_error) {
     OnReadEnded(wait_error);
     return;
   }
-  {
-    in_readable_ = true;
-    struct Reset {
-      bool& flag;
-      ~Reset() { flag = false; }
-    } reset{in_readable_};
+  in_readable_ = true;
+  try {
     ReadAvailable();
+  } catch (...) {
+    // A handler threw out of the read: a close it asked for still happens, from a job of its own.
+    in_readable_ = false;
+    if (close_deferred_) {
+      close_deferred_ = false;
+      PostOnStrand([this] { CloseNow(); });
+    }
+    throw;
   }
+  in_readable_ = false;
   if (close_deferred_) {
     close_deferred_ = false;
     CloseNow();
