@@ -56,14 +56,6 @@ class Connection {
   // Writes `line` followed by '\n'. Writes are performed in call order. `done` may be empty.
   virtual void AsyncWrite(std::string line, WriteHandler done) = 0;
 
-  // Writes `lines`, each followed by '\n', in order, as if by one AsyncWrite per line with no
-  // handler: a failed write is the stream's to report (its read fails too). The socket connections
-  // send them in one write(2) when nothing is queued before them (a turn's subscribe and message).
-  // The default calls AsyncWrite per line, so a wrapper that only overrides AsyncWrite sees each.
-  virtual void AsyncWriteLines(std::vector<std::string> lines) {
-    for (auto& line : lines) AsyncWrite(std::move(line), {});
-  }
-
   // Closes now. Pending and later operations complete with Errc::cancelled. Idempotent.
   virtual void Close() = 0;
 
@@ -73,6 +65,15 @@ class Connection {
 
   // "unix:/tmp/s.sock", "exec:kubectl exec ...", "kube-exec:ns/pod".
   virtual std::string Describe() const = 0;
+
+  // Writes `lines`, each followed by '\n', in order, as if by one AsyncWrite per line with no
+  // handler: a failed write is the stream's to report (its read fails too). The socket connections
+  // send them in one write(2) when nothing is queued before them (a turn's subscribe and message).
+  // The default calls AsyncWrite per line, so a wrapper that only overrides AsyncWrite sees each.
+  // (Declared last: the slots of the functions above stay where they were.)
+  virtual void AsyncWriteLines(std::vector<std::string> lines) {
+    for (auto& line : lines) AsyncWrite(std::move(line), {});
+  }
 };
 
 // Makes (and re-makes, for reconnects) a connection to one runtime.

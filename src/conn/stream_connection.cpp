@@ -123,12 +123,15 @@ void StreamConnection::FailQueuedWrites(const Error& error) {
 }
 
 void StreamConnection::QueueWrite(std::string line, Connection::WriteHandler done) {
-  if (write_error_) {
+  // After Close() (whose job may not have run yet) a write is cancelled, not queued: it would go out
+  // with the writes queued before the close.
+  if (write_error_ || close_called_.load()) {
+    Error error = write_error_ ? *write_error_ : Error(Errc::cancelled, describe_ + ": connection closed");
     // Reported from a job of its own: never inside the writer's call.
     if (done) {
-      PostOnStrand([done = std::move(done), error = *write_error_] { done(tl::unexpected<Error>(error)); });
+      PostOnStrand([done = std::move(done), error = std::move(error)] { done(tl::unexpected<Error>(error)); });
     } else if (context_.ShouldLog(LogLevel::debug)) {
-      context_.Log(LogLevel::debug, describe_ + ": a line was not written: " + write_error_->message);
+      context_.Log(LogLevel::debug, describe_ + ": a line was not written: " + error.message);
     }
     return;
   }
@@ -144,8 +147,10 @@ void StreamConnection::QueueWrite(std::string line, Connection::WriteHandler don
 void StreamConnection::Close() {
   close_called_.store(true);  // a write on the strand before the close runs is not written now
   // From the reader's handler (a turn that finished on the lines just read): closed when the read's
-  // job returns, which saves a posted job, a re-armed wait and its cancellation per connection.
-  if (strand_.running_in_this_thread() && in_readable_) {  // in that order: in_readable_ is the strand's
+  // job returns, which saves a posted job, a re-armed wait and its cancellation per connection. Not
+  // with a write queued or in flight: that one goes out first, from its own job, as from anywhere.
+  if (strand_.running_in_this_thread() && in_readable_ && !writing_ && !flush_posted_ && out_.Empty()) {
+    // (in that order: the members after the first test are the strand's)
     close_deferred_ = true;
     return;
   }

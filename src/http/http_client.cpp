@@ -119,7 +119,7 @@ Result<HttpResponse> HttpClient::Request(HttpRequest request) {
   std::optional<Error> cut;  // why RunOnLoop ended the exchange early (a stopped Context, its bound)
   auto result = http::RunOnLane<HttpResponse>(
       *impl_->lanes, context(), bound, "HttpClient::Request",
-      Error(Errc::cancelled, target + ": the HttpClient is being destroyed"),
+      [&] { return Error(Errc::cancelled, target + ": the HttpClient is being destroyed"); },
       [&](const std::shared_ptr<http::Lane>& lane, HttpHandler done) {
         HttpStreamHandlers handlers;
         handlers.on_done = std::move(done);

@@ -108,13 +108,13 @@ class Lanes : public std::enable_shared_from_this<Lanes> {
 // A blocking call on a lane of `lanes` (this thread's): runs `start(lane, done)` there until `done`
 // got the operation's report (blocking::RunOnLoop; `cancel(error)` ends it early: its bound, a
 // stopped Context), then keeps the lane for the thread's next call only if the operation reported.
-// Refused on a worker of `context`; `destroyed` when the client is being destroyed.
-template <typename T, typename Start, typename Cancel>
+// Refused on a worker of `context`; `destroyed()` is the error when the client is being destroyed.
+template <typename T, typename Destroyed, typename Start, typename Cancel>
 Result<T> RunOnLane(Lanes& lanes, const Context& context, std::chrono::milliseconds bound, std::string_view what,
-                    Error destroyed, Start&& start, Cancel&& cancel) {
+                    Destroyed&& destroyed, Start&& start, Cancel&& cancel) {
   if (auto refused = blocking::RefuseOnWorker(context, what); !refused) return Fail(refused.error());
   LaneLease lease = lanes.Acquire();
-  if (!lease) return Fail(std::move(destroyed));
+  if (!lease) return Fail(destroyed());
   bool reported = false;
   auto result = blocking::RunOnLoop<T>(
       context, lease.lane()->loop, blocking::AfterReport::ready, bound, what,

@@ -384,9 +384,11 @@ KubeCall StartCall(const std::shared_ptr<RestState>& state, CallSpec spec, KubeJ
 
 Result<json> BlockingCall(std::shared_ptr<RestState> state, CallSpec spec, std::string_view what) {
   std::shared_ptr<Op> op;
-  Error destroyed(Errc::cancelled, spec.method + " " + spec.path + ": the KubeClient was destroyed");
+  auto destroyed = [&spec] {
+    return Error(Errc::cancelled, spec.method + " " + spec.path + ": the KubeClient was destroyed");
+  };
   return http::RunOnLane<json>(
-      state->lanes(), state->context, state->options.request_timeout, what, std::move(destroyed),
+      state->lanes(), state->context, state->options.request_timeout, what, destroyed,
       [&](const std::shared_ptr<http::Lane>& lane, KubeJsonHandler done) {
         StartCall(state, std::move(spec), std::move(done), lane, &op);
       },

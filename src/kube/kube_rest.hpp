@@ -50,8 +50,8 @@ class RestState : public std::enable_shared_from_this<RestState> {
   // stopped Context the handler runs before these return: do not call them holding a lock it takes.
   HttpCall Send(HttpRequest request, HttpHandler handler, const http::Lane* lane = nullptr);
   HttpCall Stream(HttpRequest request, HttpStreamHandlers handlers, const http::Lane* lane = nullptr);
-  // The lanes of the blocking verbs (http::RunOnLane); none is handed out once Close() ran (an
-  // operation started on one meanwhile finds the client closed when it registers: Track).
+  // The lanes of the blocking verbs (http::RunOnLane). Close() closes them last: an operation
+  // started on one after Close() began finds the client closed when it registers (Track).
   http::Lanes& lanes() { return *lanes_; }
   // Where an operation's timers and posted steps run.
   asio::io_context& Io(const http::Lane* lane) { return lane != nullptr ? *lane->loop : context.io(); }

@@ -463,7 +463,7 @@ Status BlockingWatch(std::shared_ptr<RestState> state, std::string_view collecti
   std::shared_ptr<WatchOp> op;
   return http::RunOnLane<void>(
       state->lanes(), state->context, bound, "KubeClient::Watch",
-      Error(Errc::cancelled, "watch " + std::string(collection_path) + ": the KubeClient was destroyed"),
+      [&] { return Error(Errc::cancelled, "watch " + std::string(collection_path) + ": the KubeClient was destroyed"); },
       [&](const std::shared_ptr<http::Lane>& lane, KubeStatusHandler done) {
         op = StartWatchOp(state, std::string(collection_path), options, handler, std::move(done), lane);
       },

@@ -563,6 +563,34 @@ TEST_CASE("unix connection: Close from its read handler ends it before the handl
   CHECK(peer_saw_end);
 }
 
+TEST_CASE("unix connection: a write queued before a Close from the read handler still goes out", "[connection]") {
+  // A write with a handler is queued (not written inside the call); the Close after it lets it go out
+  // first, as a Close from anywhere else does (its handler may still hear "cancelled": the close
+  // came while it was in flight). A write after the Close is not written, queued writes or not.
+  GoServer go;
+  Context context(QuietOptions(2));
+  auto written = std::make_shared<std::promise<Status>>();
+  auto after = std::make_shared<std::promise<Status>>();
+  auto future = written->get_future();
+  auto after_future = after->get_future();
+  auto c = go.Connect(context, [written, after](Connection& conn) {
+    conn.AsyncWrite("before-close", [written](Status s) { written->set_value(s); });
+    conn.Close();
+    conn.AsyncWrite("after-close", {});
+    conn.AsyncWriteLines({"after-close-1", "after-close-2"});
+    conn.AsyncWrite("after-close-waited", [after](Status s) { after->set_value(s); });
+  });
+  REQUIRE(future.wait_for(kWait) == std::future_status::ready);
+  auto status = future.get();
+  CHECK((status || status.error().code == Errc::cancelled));
+  REQUIRE(after_future.wait_for(kWait) == std::future_status::ready);
+  auto after_status = after_future.get();
+  REQUIRE_FALSE(after_status);
+  CHECK(after_status.error().code == Errc::cancelled);
+  REQUIRE(WaitFor([&] { return go.server.done(); }));
+  CHECK(go.received == std::vector<std::string>{"before-close"});
+}
+
 TEST_CASE("unix connection: destroying it with operations pending cancels them safely", "[connection]") {
   TempDir dir;
   std::atomic<bool> release{false};
