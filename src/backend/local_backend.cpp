@@ -81,6 +81,7 @@ void DeleteExpired(Core& core, bool leftovers) {
     auto retired = RetireSessionDir(core.options.state_dir, name);
     lock->Release();
     if (!retired) continue;
+    core.session_records.Forget(core.Paths(name).session_file);
     RemoveTree(*retired);
     if (core.context.ShouldLog(LogLevel::info))
       core.context.Log(LogLevel::info, "local backend: deleted Session " + name + ", idle-suspended since " +
@@ -204,6 +205,7 @@ class LocalBackend final : public SessionBackend {
                                                                            : Result<bool>(Fail(again.error())));
                        auto retired = RetireSessionDir(core->options.state_dir, name);
                        again->Release();
+                       core->session_records.Forget(core->Paths(name).session_file);
                        if (!retired) {
                          return done(retired.error().code == Errc::not_found ? Result<bool>(true)
                                                                              : Result<bool>(Fail(retired.error())));

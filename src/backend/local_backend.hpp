@@ -83,6 +83,7 @@ struct Core {
   LocalBackendOptions options;  // state_dir made absolute
   std::unique_ptr<RuntimeHost> host;
   std::atomic<bool> closed{false};
+  SessionRecordCache session_records;  // session.json for Observe
 
   Core(Context& c, LocalBackendOptions o) : context(c), options(std::move(o)) {}
   SessionPaths Paths(const std::string& name) const { return PathsFor(options.state_dir, name); }
@@ -99,7 +100,7 @@ struct Observation {
 };
 // Reads the Session's files and asks its host. Errc::not_found when there is no such Session,
 // Errc::io_error naming session.json when that is corrupt. With `lock` held, it also writes what it
-// saw back into session.json when that changed (phase, reason, message, last activity).
+// saw back into session.json when that changed (phase, reason, message).
 Result<Observation> Observe(Core& core, const std::string& name, const SessionLock* lock);
 // The info of a Session whose session.json cannot be read: Failed, naming the file (List shows it).
 SessionInfo CorruptInfo(const Core& core, const std::string& name, const Error& error);

@@ -9,9 +9,12 @@
 namespace sessionturn::local {
 namespace {
 
+// Whether session.json needs rewriting to show what a look found. The last activity alone does not
+// count: runtime.json has it (every runtime carries it over from the run before), and a look folds the
+// later of the two in, so rewriting session.json after every turn (a new file each time) bought
+// nothing; it is written with the rest when the phase changes.
 bool SameView(const SessionRecord& a, const SessionRecord& b) {
-  return a.phase == b.phase && a.suspended == b.suspended && a.message == b.message &&
-         a.last_activity == b.last_activity;
+  return a.phase == b.phase && a.suspended == b.suspended && a.message == b.message;
 }
 
 // The phase, reason and message that follow from the files (the record's own fields are only what
@@ -93,7 +96,7 @@ Error Core::Cancelled(std::string_view what) const {
 
 Result<Observation> Observe(Core& core, const std::string& name, const SessionLock* lock) {
   const SessionPaths paths = core.Paths(name);
-  auto record = ReadSessionRecord(paths.session_file);
+  auto record = core.session_records.Read(paths.session_file);
   if (!record) {
     if (record.error().code == Errc::not_found)
       return Fail(Errc::not_found, "there is no Session " + name + " in " + core.options.state_dir);

@@ -70,14 +70,65 @@ bool ReadTime(const Json& j, const char* key, WallClock::time_point& out, std::s
   return true;
 }
 
-Result<Json> ReadJsonFile(const std::string& path, const char* what) {
-  auto body = ReadSmallFile(path);
-  if (!body) return Fail(body.error());
-  Json j = Json::parse(*body, nullptr, false);
+Result<Json> ParseJsonRecord(const std::string& path, const std::string& body, const char* what) {
+  Json j = Json::parse(body, nullptr, false);
   if (j.is_discarded() || !j.is_object()) {
     return Fail(Errc::io_error, path + " is not a valid " + what + " (not a JSON object)");
   }
   return j;
+}
+
+Result<Json> ReadJsonFile(const std::string& path, const char* what) {
+  auto body = ReadSmallFile(path);
+  if (!body) return Fail(body.error());
+  return ParseJsonRecord(path, *body, what);
+}
+
+std::int64_t Nanos(const timespec& t) {
+  return static_cast<std::int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+}
+
+FileStamp StampOf(const struct stat& st) {
+  return FileStamp{st.st_dev, st.st_ino, st.st_size, Nanos(st.st_mtim), Nanos(st.st_ctim)};
+}
+
+// ReadSmallFile, with the stamp of the file read (fstat of the descriptor read from, so that a
+// rename between a stat and the read cannot pair one file's stamp with another's text).
+Result<std::string> ReadStampedFile(const std::string& path, std::size_t max_bytes, FileStamp* stamp) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    return Fail(err == ENOENT || err == ENOTDIR ? Errc::not_found : Errc::io_error, Errno("cannot open " + path, err));
+  }
+  if (stamp != nullptr) {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+      const int err = errno;
+      ::close(fd);
+      return Fail(Errc::io_error, Errno("cannot stat " + path, err));
+    }
+    *stamp = StampOf(st);
+  }
+  std::string out;
+  char buf[8192];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return Fail(Errc::io_error, Errno("cannot read " + path, err));
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+    if (out.size() > max_bytes) {
+      ::close(fd);
+      return Fail(Errc::io_error,
+                  path + " is larger than " + std::to_string(max_bytes) + " bytes: not a record of ours");
+    }
+  }
+  ::close(fd);
+  return out;
 }
 
 std::optional<SessionPhase> PhaseFrom(const std::string& s) {
@@ -170,35 +221,13 @@ std::optional<WallClock::time_point> ParseTime(std::string_view text) {
 }
 
 Result<std::string> ReadSmallFile(const std::string& path, std::size_t max_bytes) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    return Fail(err == ENOENT || err == ENOTDIR ? Errc::not_found : Errc::io_error, Errno("cannot open " + path, err));
-  }
-  std::string out;
-  char buf[8192];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      return Fail(Errc::io_error, Errno("cannot read " + path, err));
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<std::size_t>(n));
-    if (out.size() > max_bytes) {
-      ::close(fd);
-      return Fail(Errc::io_error,
-                  path + " is larger than " + std::to_string(max_bytes) + " bytes: not a record of ours");
-    }
-  }
-  ::close(fd);
-  return out;
+  return ReadStampedFile(path, max_bytes, nullptr);
 }
 
-Result<SessionRecord> ReadSessionRecord(const std::string& path) {
-  auto j = ReadJsonFile(path, "Session record");
+namespace {
+
+Result<SessionRecord> ParseSessionRecord(const std::string& path, const std::string& body) {
+  auto j = ParseJsonRecord(path, body, "Session record");
   if (!j) return Fail(j.error());
   auto bad = [&](const std::string& why) {
     return Fail(Errc::io_error,
@@ -228,6 +257,48 @@ Result<SessionRecord> ReadSessionRecord(const std::string& path) {
   r.phase = *p;
   r.suspended = *s;
   return r;
+}
+
+}  // namespace
+
+Result<SessionRecord> ReadSessionRecord(const std::string& path) {
+  auto body = ReadSmallFile(path);
+  if (!body) return Fail(body.error());
+  return ParseSessionRecord(path, *body);
+}
+
+Result<SessionRecord> SessionRecordCache::Read(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    std::lock_guard lock(mu_);
+    auto it = entries_.find(path);
+    if (it != entries_.end() && it->second.stamp == StampOf(st)) return it->second.record;
+  }
+  FileStamp stamp;
+  auto body = ReadStampedFile(path, kMaxRecordBytes, &stamp);
+  Result<SessionRecord> record = Fail(Errc::io_error, "");
+  if (body) {
+    record = ParseSessionRecord(path, *body);
+  } else {
+    record = Fail(body.error());
+  }
+  timespec now {};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  const bool settled = Nanos(now) - stamp.mtime_ns >= std::chrono::nanoseconds(kSettle).count() &&
+                       Nanos(now) - stamp.ctime_ns >= std::chrono::nanoseconds(kSettle).count();
+  std::lock_guard lock(mu_);
+  if (record && settled) {
+    if (entries_.size() >= kMaxEntries && entries_.count(path) == 0) entries_.clear();
+    entries_[path] = Entry{stamp, *record};
+  } else {
+    entries_.erase(path);  // gone, damaged or just changed: read it again next time
+  }
+  return record;
+}
+
+void SessionRecordCache::Forget(const std::string& path) {
+  std::lock_guard lock(mu_);
+  entries_.erase(path);
 }
 
 Status WriteSessionRecord(const std::string& path, const SessionRecord& r, bool durable) {

@@ -4,11 +4,16 @@
 // backend and the sessionturn-local-runtime program, so both read and write the same shapes.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
+#include <cstdint>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "files.hpp"
@@ -44,7 +49,8 @@ SessionPaths PathsFor(const std::string& root, const std::string& name);
 std::string SessionsDir(const std::string& root);  // <root>/sessions
 
 // session.json. Only backends write it, under the Session's lock; phase, reason, message and
-// last_activity are what a backend last saw (the runtime's own record is runtime.json).
+// last_activity are what a backend last saw (the runtime's own record is runtime.json, and its
+// last activity is the current one: session.json's is rewritten only with a change of phase).
 struct SessionRecord {
   std::string name;
   std::map<std::string, std::string> labels;
@@ -87,6 +93,40 @@ Status WriteRuntimeRecord(const std::string& path, const RuntimeRecord& record, 
 using files::WriteFileAtomic;
 // The file's text, bounded; Errc::not_found when missing.
 Result<std::string> ReadSmallFile(const std::string& path, std::size_t max_bytes = kMaxRecordBytes);
+
+// What stat(2) says of a file's content: a record is replaced by rename (a new inode), and an edit in
+// place changes its size or times.
+struct FileStamp {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  off_t size = 0;
+  std::int64_t mtime_ns = 0;
+  std::int64_t ctime_ns = 0;
+  bool operator==(const FileStamp&) const = default;
+};
+
+// session.json as last read, per path, kept while the file's stamp stays the same: a look at a
+// Session (every WaitReady) then costs a stat(2) instead of a parse. A file changed in the last
+// kSettle is not kept (a change within the file system's timestamp granularity would not show in
+// its stamp). Thread-safe.
+class SessionRecordCache {
+ public:
+  static constexpr std::chrono::milliseconds kSettle{100};
+  // Past this many Sessions kept, the cache starts over (a bound, not an expected size).
+  static constexpr std::size_t kMaxEntries = 16384;
+  // As ReadSessionRecord.
+  Result<SessionRecord> Read(const std::string& path);
+  // Drops what is kept for `path` (its Session was deleted).
+  void Forget(const std::string& path);
+
+ private:
+  struct Entry {
+    FileStamp stamp;
+    SessionRecord record;
+  };
+  std::mutex mu_;
+  std::unordered_map<std::string, Entry> entries_;
+};
 
 // "2026-08-08T12:00:00.123Z" (UTC, milliseconds) and back; nullopt for anything else.
 std::string FormatTime(WallClock::time_point t);

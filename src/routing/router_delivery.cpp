@@ -60,17 +60,27 @@ void Router::Impl::DeliverPart(std::shared_ptr<OutboxEntry> e, int edit_attempts
     PublishGauges();
     return;
   }
+  // The part's index entry and the outbox's progress in one commit; after the last part, the entry's
+  // removal instead of its update (DeliverPart then finds nothing left to remove).
   auto delivered = [e](Impl& r, const std::string& message_id) {
-    if (auto st = r.store->IndexBotMessage({routing::ChatRef::Of(e->thread), message_id, e->session,
-                                            routing::BotMessageKind::reply});
-        !st) {
-      r.Log(LogLevel::warning, st.error().ToString());
-    }
     ++e->next_part;
     e->attempts = 0;
-    if (e->id != 0) {
-      if (auto st = r.store->UpdateOutbox(e->id, e->next_part, 0, {}, {}); !st) r.Log(LogLevel::warning, st.error().ToString());
-    }
+    r.InOneCommit("recording a delivered part", [&] {
+      if (auto st = r.store->IndexBotMessage({routing::ChatRef::Of(e->thread), message_id, e->session,
+                                              routing::BotMessageKind::reply});
+          !st) {
+        r.Log(LogLevel::warning, st.error().ToString());
+      }
+      if (e->id == 0) return;
+      if (e->next_part < e->parts.size()) {
+        if (auto st = r.store->UpdateOutbox(e->id, e->next_part, 0, {}, {}); !st)
+          r.Log(LogLevel::warning, st.error().ToString());
+        return;
+      }
+      r.delivering.erase(e->id);
+      if (auto st = r.store->RemoveOutbox(e->id); !st) r.Log(LogLevel::warning, st.error().ToString());
+      e->id = 0;
+    });
     r.DeliverPart(e, 0);
   };
   OutboundMessage out{e->parts[e->next_part], {}, {}};

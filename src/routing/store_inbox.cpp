@@ -13,9 +13,7 @@ Error Damaged(const std::string& path, const std::string& row, const Error& why)
 }
 
 Result<InboundMessage> DecodeMessage(const std::string& path, const std::string& row, const std::string& text) {
-  auto j = ParseJson(text);
-  if (!j) return Fail(Damaged(path, row, j.error()));
-  auto m = InboundMessageFromJson(*j);
+  auto m = InboundMessageFromJsonText(text);
   if (!m) return Fail(Damaged(path, row, m.error()));
   return m;
 }
@@ -62,7 +60,7 @@ Result<std::int64_t> RouterStore::InsertInbox(std::string_view op, const ThreadR
     INSERT INTO inbox (platform, workspace, chat, thread, session, message, accepted_ms)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7))sql");
   if (!q) return Fail(q.error());
-  if (auto st = q->Bind(thread, session, DumpJson(InboundMessageToJson(message)), accepted).Run(); !st)
+  if (auto st = q->Bind(thread, session, InboundMessageToJsonText(message), accepted).Run(); !st)
     return Fail(st.error());
   return db_->LastInsertId();
 }
@@ -193,7 +191,7 @@ Result<TurnRecord> RouterStore::BeginTurn(std::int64_t inbox_id, std::string_vie
   if (!insert) return Fail(insert.error());
   if (auto st = insert
                     ->Bind(turn.request_id, inbox_id, turn.session, turn.thread, turn.author_id,
-                           DumpJson(InboundMessageToJson(turn.message)), turn.placeholder_id, turn.started)
+                           InboundMessageToJsonText(turn.message), turn.placeholder_id, turn.started)
                     .Run();
       !st)
     return Fail(st.error());

@@ -1,8 +1,12 @@
 // The store's JSON columns (store_json.hpp).
 #include "routing/store_json.hpp"
 
+#include <simdjson.h>
+
 #include <chrono>
 #include <optional>
+
+#include "event_encode.hpp"
 
 namespace sessionturn::routing {
 namespace {
@@ -79,61 +83,136 @@ Result<std::vector<std::string>> StringList(const Json* arr, std::string_view wh
 
 }  // namespace
 
-Json InboundMessageToJson(const InboundMessage& m) {
+// Written and read by hand: a message is stored on every intake and read back when its turn begins,
+// and nlohmann's tree for it cost more than the rest of the intake (issue 11's bench).
+std::string InboundMessageToJsonText(const InboundMessage& m) {
+  using detail::AppendGoJsonString;
+  std::string out;
+  out.reserve(256 + m.text.size() + m.author_name.size());
+  auto str = [&](std::string_view key, std::string_view value) {
+    out += out.empty() ? '{' : ',';
+    out += '"';
+    out += key;
+    out += "\":";
+    AppendGoJsonString(out, value);
+  };
+  auto flag = [&](std::string_view key, bool value) {
+    out += ",\"";
+    out += key;
+    out += value ? "\":true" : "\":false";
+  };
+  str("platform", m.platform);
+  str("workspace", m.workspace);
+  str("chat", m.chat);
+  str("thread", m.thread);
+  str("message_id", m.message_id);
+  str("reply_to_message_id", m.reply_to_message_id);
+  str("author_id", m.author_id);
+  str("author_name", m.author_name);
+  str("text", m.text);
+  out += ",\"attachments_text\":[";
+  for (std::size_t i = 0; i < m.attachments_text.size(); ++i) {
+    if (i > 0) out += ',';
+    AppendGoJsonString(out, m.attachments_text[i]);
+  }
+  out += ']';
+  flag("is_bot", m.is_bot);
+  flag("is_self", m.is_self);
+  flag("mentions_bot", m.mentions_bot);
+  flag("is_private_chat", m.is_private_chat);
+  str("event_id", m.event_id);
   const auto received = std::chrono::duration_cast<std::chrono::milliseconds>(m.received.time_since_epoch());
-  return Json{{"platform", m.platform},
-              {"workspace", m.workspace},
-              {"chat", m.chat},
-              {"thread", m.thread},
-              {"message_id", m.message_id},
-              {"reply_to_message_id", m.reply_to_message_id},
-              {"author_id", m.author_id},
-              {"author_name", m.author_name},
-              {"text", m.text},
-              {"attachments_text", m.attachments_text},
-              {"is_bot", m.is_bot},
-              {"is_self", m.is_self},
-              {"mentions_bot", m.mentions_bot},
-              {"is_private_chat", m.is_private_chat},
-              {"event_id", m.event_id},
-              {"received_ms", received.count()},
-              {"kind", KindName(m.kind)}};
+  out += ",\"received_ms\":";
+  out += std::to_string(received.count());
+  str("kind", KindName(m.kind));
+  out += '}';
+  return out;
 }
 
-Result<InboundMessage> InboundMessageFromJson(const Json& j) {
-  if (!j.is_object()) return Fail(Errc::invalid_argument, "a stored message is not a JSON object");
+Result<InboundMessage> InboundMessageFromJsonText(std::string_view text) {
+  namespace sj = simdjson::dom;
+  // A parser keeps the capacity of the largest text it read: one per thread for the usual message,
+  // and one of its own for an outsized one, so that one 4 MB message does not hold 4 MB for good.
+  constexpr std::size_t kKeptCapacity = 64 * 1024;
+  thread_local sj::parser kept;
+  std::optional<sj::parser> outsized;
+  sj::parser& parser = text.size() <= kKeptCapacity ? kept : outsized.emplace();
+  sj::element root;
+  if (auto err = parser.parse(text.data(), text.size()).get(root); err)
+    return Fail(Errc::invalid_argument, std::string("not valid JSON: ") + simdjson::error_message(err));
+  sj::object obj;
+  if (root.get(obj) != simdjson::SUCCESS) return Fail(Errc::invalid_argument, "a stored message is not a JSON object");
   InboundMessage m;
-  Fields f(j, "a stored message");
-  f.Str("platform", m.platform);
-  f.Str("workspace", m.workspace);
-  f.Str("chat", m.chat);
-  f.Str("thread", m.thread);
-  f.Str("message_id", m.message_id);
-  f.Str("reply_to_message_id", m.reply_to_message_id);
-  f.Str("author_id", m.author_id);
-  f.Str("author_name", m.author_name);
-  f.Str("text", m.text);
-  f.Bool("is_bot", m.is_bot);
-  f.Bool("is_self", m.is_self);
-  f.Bool("mentions_bot", m.mentions_bot);
-  f.Bool("is_private_chat", m.is_private_chat);
-  f.Str("event_id", m.event_id);
-  std::int64_t received_ms = 0;
-  f.Int("received_ms", received_ms);
-  m.received = std::chrono::system_clock::time_point(
-      std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::milliseconds(received_ms)));
+  std::string error;
+  auto mismatch = [&](std::string_view key, const char* expected) {
+    if (error.empty()) error = "a stored message: \"" + std::string(key) + "\" is not " + expected;
+  };
+  // Absent and null fields keep their defaults (a row written before a field existed).
+  auto str = [&](std::string_view key, sj::element v, std::string& out) {
+    std::string_view sv;
+    if (v.get(sv) == simdjson::SUCCESS) {
+      out.assign(sv);
+    } else if (!v.is_null()) {
+      mismatch(key, "a string");
+    }
+  };
+  auto flag = [&](std::string_view key, sj::element v, bool& out) {
+    if (v.get(out) != simdjson::SUCCESS && !v.is_null()) mismatch(key, "a boolean");
+  };
   std::string kind = "new";
-  f.Str("kind", kind);
-  if (auto k = KindFrom(kind)) {
-    m.kind = *k;
-  } else {
-    f.Mismatch("\"kind\" is \"" + kind + "\", not new, edited or deleted");
+  for (sj::key_value_pair field : obj) {
+    const std::string_view k = field.key;
+    const sj::element v = field.value;
+    if (k == "platform") str(k, v, m.platform);
+    else if (k == "workspace") str(k, v, m.workspace);
+    else if (k == "chat") str(k, v, m.chat);
+    else if (k == "thread") str(k, v, m.thread);
+    else if (k == "message_id") str(k, v, m.message_id);
+    else if (k == "reply_to_message_id") str(k, v, m.reply_to_message_id);
+    else if (k == "author_id") str(k, v, m.author_id);
+    else if (k == "author_name") str(k, v, m.author_name);
+    else if (k == "text") str(k, v, m.text);
+    else if (k == "event_id") str(k, v, m.event_id);
+    else if (k == "kind") str(k, v, kind);
+    else if (k == "is_bot") flag(k, v, m.is_bot);
+    else if (k == "is_self") flag(k, v, m.is_self);
+    else if (k == "mentions_bot") flag(k, v, m.mentions_bot);
+    else if (k == "is_private_chat") flag(k, v, m.is_private_chat);
+    else if (k == "received_ms") {
+      std::int64_t ms = 0;
+      if (v.get(ms) == simdjson::SUCCESS) {
+        m.received = std::chrono::system_clock::time_point(
+            std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::milliseconds(ms)));
+      } else if (!v.is_null()) {
+        mismatch(k, "an integer");
+      }
+    } else if (k == "attachments_text") {
+      sj::array arr;
+      if (v.get(arr) != simdjson::SUCCESS) {
+        if (!v.is_null()) mismatch(k, "an array");
+        continue;
+      }
+      std::size_t i = 0;
+      for (sj::element item : arr) {
+        std::string_view sv;
+        if (item.get(sv) != simdjson::SUCCESS) {
+          if (error.empty())
+            error = "a stored message's attachments_text[" + std::to_string(i) + "] is not a string";
+          break;
+        }
+        m.attachments_text.emplace_back(sv);
+        ++i;
+      }
+    }
   }
-  const Json* attachments = f.Array("attachments_text");
-  if (auto st = f.Done(); !st) return Fail(st.error());
-  auto texts = StringList(attachments, "a stored message's attachments_text");
-  if (!texts) return Fail(texts.error());
-  m.attachments_text = std::move(*texts);
+  if (error.empty()) {
+    if (auto k = KindFrom(kind)) {
+      m.kind = *k;
+    } else {
+      error = "a stored message: \"kind\" is \"" + kind + "\", not new, edited or deleted";
+    }
+  }
+  if (!error.empty()) return Fail(Errc::invalid_argument, error);
   return m;
 }
 

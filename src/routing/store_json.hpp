@@ -14,11 +14,13 @@
 
 namespace sessionturn::routing {
 
-// Every field; `received` as Unix milliseconds, `kind` as "new", "edited" or "deleted".
-Json InboundMessageToJson(const InboundMessage& message);
-// Absent fields keep their defaults (a row written before a field existed); a field of the wrong
-// type fails with Errc::invalid_argument naming it.
-Result<InboundMessage> InboundMessageFromJson(const Json& j);
+// Every field, as one line of JSON text; `received` as Unix milliseconds, `kind` as "new", "edited"
+// or "deleted". Bytes that are not valid UTF-8 (an adapter's bug) become U+FFFD, one per byte: a
+// message is never refused for them.
+std::string InboundMessageToJsonText(const InboundMessage& message);
+// Absent and null fields keep their defaults (a row written before a field existed); text that is
+// not JSON, and a field of the wrong type, fail with Errc::invalid_argument naming it.
+Result<InboundMessage> InboundMessageFromJsonText(std::string_view text);
 
 // The shape of `input.requested`'s questions (PROTOCOL.md §4: id, header, question, options with
 // label and description, multiSelect, secret).
