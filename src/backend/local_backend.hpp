@@ -37,6 +37,13 @@ inline constexpr std::chrono::milliseconds kStartPollMax{8};
 inline constexpr std::chrono::milliseconds kAbsentPoll{100};
 // The in-process host looks at its runtimes' activity this often (idle policy, last activity).
 inline constexpr std::chrono::milliseconds kInProcessTick{200};
+// ... and records a runtime's last activity in its runtime.json at most this often (a look from this
+// process asks the host, which knows it to the moment; the file is for other processes and the next
+// start), ...
+inline constexpr std::chrono::milliseconds kActivityRecordEvery{10'000};
+// ... writing at most this many records per look, the rest on the next ones: a look runs on the
+// Context, and 1,000 Sessions' records in one go held it for tens of milliseconds.
+inline constexpr std::size_t kActivityRecordsPerTick = 32;
 
 // A runtime as its host sees it.
 struct Liveness {
@@ -44,6 +51,8 @@ struct Liveness {
   bool serving = false;  // ... and has bound its socket (its runtime.json names this run)
   long pid = 0;          // the pid its host knows of, alive or not (the pid file's; ours for a hosted
                          // one); 0 when there is none
+  WallClock::time_point last_activity{};  // a hosted runtime's last turn event, as of now; the epoch
+                                          // when its host does not know (a process: runtime.json has it)
 };
 
 // Where runtimes run. Start and Check are called with the Session's lock held.

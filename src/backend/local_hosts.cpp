@@ -71,9 +71,11 @@ class InProcessHost final : public RuntimeHost {
   Liveness Check(const SessionPaths& paths, const Result<RuntimeRecord>&) override {
     Liveness live;
     std::lock_guard lock(mu_);
-    if (hosted_.count(paths.dir) != 0) {
+    auto it = hosted_.find(paths.dir);
+    if (it != hosted_.end()) {
       live.alive = live.serving = true;
       live.pid = static_cast<long>(::getpid());
+      live.last_activity = it->second->runtime->Activity().last_turn;
     }
     return live;
   }
@@ -124,14 +126,23 @@ class InProcessHost final : public RuntimeHost {
       std::lock_guard lock(mu_);
       all.assign(hosted_.begin(), hosted_.end());
     }
-    for (auto& [dir, h] : all) {
+    // The records are written round-robin from where the last look stopped, so none waits forever.
+    const auto now = std::chrono::steady_clock::now();
+    std::size_t written = 0;
+    const std::size_t n = all.size();
+    const std::size_t first = n == 0 ? 0 : next_record_ % n;
+    for (std::size_t k = 0; k < n; ++k) {
+      auto& [dir, h] = all[(first + k) % n];
       const auto activity = h->runtime->Activity();
       {
         std::lock_guard op(h->op_mu);
         if (h->ended) continue;
-        if (activity.last_turn > h->record.last_activity) {
+        if (activity.last_turn > h->record.last_activity && now - h->recorded >= kActivityRecordEvery &&
+            written < kActivityRecordsPerTick) {
           h->record.last_activity = activity.last_turn;
+          h->recorded = now;
           (void)WriteRuntimeRecord(h->status_file, h->record, false);
+          if (++written == kActivityRecordsPerTick) next_record_ = first + k + 1;
         }
       }
       const auto idle = std::chrono::duration_cast<std::chrono::milliseconds>(config_.suspend_after);
@@ -153,8 +164,9 @@ class InProcessHost final : public RuntimeHost {
     SocketPath socket;  // before the runtime: its path must stay valid until the runtime has stopped
     std::unique_ptr<testing::LocalRuntime> runtime;
     std::string status_file;
-    std::mutex op_mu;  // one stop at a time; guards record and ended
+    std::mutex op_mu;  // one stop at a time; guards record, recorded and ended
     RuntimeRecord record;
+    std::chrono::steady_clock::time_point recorded{};  // when record's last activity was last written
     bool ended = false;
   };
 
@@ -175,6 +187,9 @@ class InProcessHost final : public RuntimeHost {
       h.runtime->Stop();
     }
     h.ended = true;
+    // The last activity as of the end (Tick writes it only now and then).
+    const auto last_turn = h.runtime->Activity().last_turn;
+    if (last_turn > h.record.last_activity) h.record.last_activity = last_turn;
     h.record.exit = std::string(how);
     h.record.exited = WallClock::now();
     (void)WriteRuntimeRecord(h.status_file, h.record);
@@ -187,6 +202,7 @@ class InProcessHost final : public RuntimeHost {
   LogSink log_;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Hosted>> hosted_;  // by Session directory
+  std::size_t next_record_ = 0;                            // Tick's round-robin start (Tick runs on one strand)
 };
 
 }  // namespace

@@ -65,6 +65,7 @@ void Derive(const Core& core, const SessionPaths& paths, const Result<RuntimeRec
         (tail.empty() ? std::string(" (runtime.log is empty)") : "; the last lines of " + paths.log + ":\n" + tail);
   }
   if (rt && rt->last_activity > r.last_activity) r.last_activity = rt->last_activity;
+  if (live.last_activity > r.last_activity) r.last_activity = live.last_activity;
 }
 
 void FillInfo(const Core& core, const SessionPaths& paths, const Result<RuntimeRecord>& rt, Observation& o) {

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include "backend/local_backend.hpp"
 #include "backend/local_backend_support.hpp"
 
 using namespace backend_test;
@@ -337,4 +338,37 @@ TEST_CASE("local backend: in-process mode hosts the runtimes here behind the sam
   // The backend is gone: its runtimes stopped with it, and said so.
   CHECK(ReadFile(root.Session("inproc") + "/runtime.json").find("\"exit\":\"stopped\"") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(root.Session("inproc") + "/runtime.sock"));
+}
+
+TEST_CASE("local backend: in-process mode reports a turn's activity at once and records it when the runtime stops",
+          "[backend][local]") {
+  StateRoot root;
+  Context ctx;
+  auto o = Options(root);
+  o.in_process = true;
+  o.runtime_program.clear();
+  const std::string record = root.Session("busy") + "/runtime.json";
+  std::chrono::system_clock::time_point before_two;
+  {
+    auto backend = MakeBackend(ctx, o);
+    REQUIRE(backend->Ensure("busy", {}).has_value());
+    ReadyTarget target = Ready(*backend, "busy");
+    CHECK(Turn(ctx, target.connector, "one").text == "echo #1: one");
+    // The host's next look records the first turn's activity ...
+    REQUIRE(Eventually([&] {
+      auto r = local::ReadRuntimeRecord(record);
+      return r && r->last_activity != std::chrono::system_clock::time_point{};
+    }));
+    before_two = std::chrono::system_clock::now();
+    CHECK(Turn(ctx, target.connector, "two").text == "echo #2: two");
+    std::this_thread::sleep_for(2 * local::kInProcessTick);
+    // ... but not the second's, so soon after (kActivityRecordEvery); a look asks the host, which knows.
+    CHECK(local::ReadRuntimeRecord(record)->last_activity < before_two - 1ms);
+    CHECK(GetInfo(*backend, "busy").last_activity > before_two - 1ms);
+  }
+  // The backend is gone and its runtime stopped: the record has the last turn's activity.
+  auto stopped = local::ReadRuntimeRecord(record);
+  REQUIRE(stopped.has_value());
+  CHECK(stopped->exit == "stopped");
+  CHECK(stopped->last_activity > before_two - 1ms);
 }
