@@ -102,7 +102,10 @@ class InProcessHost final : public RuntimeHost {
     hosted->record.pid = static_cast<long>(::getpid());
     hosted->record.in_process = true;
     hosted->record.started = WallClock::now();
-    if (auto prev = ReadRuntimeRecord(paths.status_file)) hosted->record.last_activity = prev->last_activity;
+    // The last activity carries over: runtime.json's, or session.json's when that is later (or all there is).
+    hosted->record.last_activity = record.last_activity;
+    if (auto prev = ReadRuntimeRecord(paths.status_file); prev && prev->last_activity > hosted->record.last_activity)
+      hosted->record.last_activity = prev->last_activity;
     if (auto st = WriteRuntimeRecord(paths.status_file, hosted->record, false); !st) {  // as the program's
       hosted->runtime->Stop();
       return Fail(st.error());

@@ -284,8 +284,13 @@ Result<SessionRecord> SessionRecordCache::Read(const std::string& path) {
   }
   timespec now {};
   ::clock_gettime(CLOCK_REALTIME, &now);
-  const bool settled = Nanos(now) - stamp.mtime_ns >= std::chrono::nanoseconds(kSettle).count() &&
-                       Nanos(now) - stamp.ctime_ns >= std::chrono::nanoseconds(kSettle).count();
+  // A file system that keeps whole seconds (ext4 with small inodes, some NFS) shows a change within the
+  // same second in no time: such a file must have been left alone for longer.
+  constexpr std::int64_t kSecond = 1'000'000'000;
+  const bool whole_seconds = stamp.mtime_ns % kSecond == 0 && stamp.ctime_ns % kSecond == 0;
+  const std::int64_t settle =
+      whole_seconds ? std::chrono::nanoseconds(kSettleCoarse).count() : std::chrono::nanoseconds(kSettle).count();
+  const bool settled = Nanos(now) - stamp.mtime_ns >= settle && Nanos(now) - stamp.ctime_ns >= settle;
   std::lock_guard lock(mu_);
   if (record && settled) {
     if (entries_.size() >= kMaxEntries && entries_.count(path) == 0) entries_.clear();

@@ -108,10 +108,11 @@ struct FileStamp {
 // session.json as last read, per path, kept while the file's stamp stays the same: a look at a
 // Session (every WaitReady) then costs a stat(2) instead of a parse. A file changed in the last
 // kSettle is not kept (a change within the file system's timestamp granularity would not show in
-// its stamp). Thread-safe.
+// its stamp; kSettleCoarse where the times are whole seconds). Thread-safe.
 class SessionRecordCache {
  public:
   static constexpr std::chrono::milliseconds kSettle{100};
+  static constexpr std::chrono::milliseconds kSettleCoarse{2'100};
   // Past this many Sessions kept, the cache starts over (a bound, not an expected size).
   static constexpr std::size_t kMaxEntries = 16384;
   // As ReadSessionRecord.

@@ -61,11 +61,13 @@ void Router::Impl::DeliverPart(std::shared_ptr<OutboxEntry> e, int edit_attempts
     return;
   }
   // The part's index entry and the outbox's progress in one commit; after the last part, the entry's
-  // removal instead of its update (DeliverPart then finds nothing left to remove).
+  // removal instead of its update (DeliverPart then has nothing left to remove, unless that commit
+  // failed: then it tries the removal again on its own).
   auto delivered = [e](Impl& r, const std::string& message_id) {
     ++e->next_part;
     e->attempts = 0;
-    r.InOneCommit("recording a delivered part", [&] {
+    bool removed = false;
+    const Status committed = r.InOneCommit("recording a delivered part", [&] {
       if (auto st = r.store->IndexBotMessage({routing::ChatRef::Of(e->thread), message_id, e->session,
                                               routing::BotMessageKind::reply});
           !st) {
@@ -77,10 +79,16 @@ void Router::Impl::DeliverPart(std::shared_ptr<OutboxEntry> e, int edit_attempts
           r.Log(LogLevel::warning, st.error().ToString());
         return;
       }
-      r.delivering.erase(e->id);
-      if (auto st = r.store->RemoveOutbox(e->id); !st) r.Log(LogLevel::warning, st.error().ToString());
-      e->id = 0;
+      if (auto st = r.store->RemoveOutbox(e->id); !st) {
+        r.Log(LogLevel::warning, st.error().ToString());
+      } else {
+        removed = true;
+      }
     });
+    if (removed && committed) {
+      r.delivering.erase(e->id);
+      e->id = 0;
+    }
     r.DeliverPart(e, 0);
   };
   OutboundMessage out{e->parts[e->next_part], {}, {}};

@@ -193,13 +193,15 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   void Log(LogLevel level, const std::string& text) const;
   // Runs `writes` (store calls) as one transaction, one commit instead of one per call; inside a
   // batch already (a burst's), they join it. A failed call still undoes only its own writes; a failed
-  // commit undoes them all and is logged, as each call's own failure would be.
+  // commit undoes them all, is logged, and is returned (so that what is in memory does not move past it).
   template <typename Fn>
-  void InOneCommit(std::string_view op, Fn&& writes) {
+  Status InOneCommit(std::string_view op, Fn&& writes) {
     const bool own = !store->InBatch() && store->BeginBatch(op).has_value();
     writes();
-    if (!own) return;
-    if (auto st = store->CommitBatch(); !st) Log(LogLevel::warning, std::string(op) + ": " + st.error().ToString());
+    if (!own) return {};
+    auto st = store->CommitBatch();
+    if (!st) Log(LogLevel::warning, std::string(op) + ": " + st.error().ToString());
+    return st;
   }
   // Detaches the drivers (the turns go on in their Sessions), cancels the timers, closes the store
   // (so the next router may open it at once) and drops the state that holds the router: for

@@ -353,11 +353,12 @@ TEST_CASE("local backend: in-process mode reports a turn's activity at once and 
     auto backend = MakeBackend(ctx, o);
     REQUIRE(backend->Ensure("busy", {}).has_value());
     ReadyTarget target = Ready(*backend, "busy");
+    const auto before_one = std::chrono::system_clock::now();
     CHECK(Turn(ctx, target.connector, "one").text == "echo #1: one");
     // The host's next look records the first turn's activity ...
     REQUIRE(Eventually([&] {
       auto r = local::ReadRuntimeRecord(record);
-      return r && r->last_activity != std::chrono::system_clock::time_point{};
+      return r && r->last_activity > before_one - 1ms;
     }));
     before_two = std::chrono::system_clock::now();
     CHECK(Turn(ctx, target.connector, "two").text == "echo #2: two");
