@@ -276,12 +276,7 @@ Result<SessionRecord> SessionRecordCache::Read(const std::string& path) {
   }
   FileStamp stamp;
   auto body = ReadStampedFile(path, kMaxRecordBytes, &stamp);
-  Result<SessionRecord> record = Fail(Errc::io_error, "");
-  if (body) {
-    record = ParseSessionRecord(path, *body);
-  } else {
-    record = Fail(body.error());
-  }
+  Result<SessionRecord> record = body ? ParseSessionRecord(path, *body) : Result<SessionRecord>(Fail(body.error()));
   timespec now {};
   ::clock_gettime(CLOCK_REALTIME, &now);
   // A file system that keeps whole seconds (ext4 with small inodes, some NFS) shows a change within the

@@ -1,5 +1,6 @@
 // The store's routing tables (store.hpp): thread bindings, a chat's Sessions and its current one, the
 // bot-message index and the dedupe keys, the last two bounded with the oldest rows evicted.
+#include <algorithm>
 #include <array>
 
 #include "routing/store.hpp"
@@ -27,14 +28,14 @@ Error NotFound(std::string what) {
   return Error(Errc::not_found, std::move(what));
 }
 
-// Whether a bounded table holds more than `limit` rows, from the count its triggers keep: the
-// eviction's DELETE (a subquery SQLite materializes) then runs only when there is something to evict.
-Result<bool> OverLimit(Db& db, std::string_view op, std::string_view counter, std::int64_t limit) {
+// How many rows past `limit` a bounded table holds, from the count its triggers keep (0 when none):
+// the eviction's DELETE then runs only when there is something to evict.
+Result<std::int64_t> Excess(Db& db, std::string_view op, std::string_view counter, std::int64_t limit) {
   auto q = db.Query(op, "SELECT n FROM row_counts WHERE name = ?1");
   if (!q) return Fail(q.error());
   auto row = q->Bind(counter).Step();
   if (!row) return Fail(row.error());
-  return *row && q->Int(0) > limit;
+  return *row ? std::max<std::int64_t>(0, q->Int(0) - limit) : 0;
 }
 
 std::string Describe(const ThreadRef& t) {
@@ -185,17 +186,15 @@ Status RouterStore::IndexBotMessage(const BotMessage& m) {
     DO UPDATE SET session = excluded.session, kind = excluded.kind)sql");
   if (!insert) return Fail(insert.error());
   if (auto st = insert->Bind(m.chat, m.message_id, m.session, ToString(m.kind)).Run(); !st) return st;
-  const auto limit = static_cast<std::int64_t>(limits_.bot_messages);
-  auto over = OverLimit(*db_, "IndexBotMessage", "bot_messages", limit);
-  if (!over) return Fail(over.error());
-  if (!*over) return tx->Commit();
-  // The oldest rows past the bound: a range of the rowid, found without counting the table.
-  auto evict = db_->Query("IndexBotMessage", R"sql(
-    DELETE FROM bot_messages WHERE seq IN (
-      SELECT seq FROM bot_messages ORDER BY seq
-      LIMIT max(0, (SELECT n FROM row_counts WHERE name = 'bot_messages') - ?1)))sql");
-  if (!evict) return Fail(evict.error());
-  if (auto st = evict->Bind(limit).Run(); !st) return st;
+  auto excess = Excess(*db_, "IndexBotMessage", "bot_messages", static_cast<std::int64_t>(limits_.bot_messages));
+  if (!excess) return Fail(excess.error());
+  if (*excess > 0) {
+    // The oldest rows past the bound: a range of the rowid, found without counting the table.
+    auto evict = db_->Query("IndexBotMessage",
+                            "DELETE FROM bot_messages WHERE seq IN (SELECT seq FROM bot_messages ORDER BY seq LIMIT ?1)");
+    if (!evict) return Fail(evict.error());
+    if (auto st = evict->Bind(*excess).Run(); !st) return st;
+  }
   return tx->Commit();
 }
 
@@ -214,16 +213,14 @@ Result<std::optional<BotMessage>> RouterStore::FindBotMessage(const ChatRef& cha
 }
 
 Status RouterStore::EvictDedupe(DedupeKind kind) {
-  const auto limit = static_cast<std::int64_t>(limits_.dedupe_per_kind);
-  auto over = OverLimit(*db_, "evict dedupe keys", "dedupe:" + std::string(ToString(kind)), limit);
-  if (!over) return Fail(over.error());
-  if (!*over) return {};
+  auto excess = Excess(*db_, "evict dedupe keys", "dedupe:" + std::string(ToString(kind)),
+                       static_cast<std::int64_t>(limits_.dedupe_per_kind));
+  if (!excess) return Fail(excess.error());
+  if (*excess == 0) return {};
   auto evict = db_->Query("evict dedupe keys", R"sql(
-    DELETE FROM dedupe WHERE seq IN (
-      SELECT seq FROM dedupe WHERE kind = ?1 ORDER BY seq
-      LIMIT max(0, (SELECT n FROM row_counts WHERE name = 'dedupe:' || ?1) - ?2)))sql");
+    DELETE FROM dedupe WHERE seq IN (SELECT seq FROM dedupe WHERE kind = ?1 ORDER BY seq LIMIT ?2))sql");
   if (!evict) return Fail(evict.error());
-  return evict->Bind(ToString(kind), limit).Run();
+  return evict->Bind(ToString(kind), *excess).Run();
 }
 
 Result<bool> RouterStore::SeenOrRemember(DedupeKind kind, std::string_view key) {
