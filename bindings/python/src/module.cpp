@@ -421,6 +421,7 @@ class PyDriver {
     st::TurnOptions options = MakeOptions(state, timeout, std::move(on_event), std::move(on_question), reconnect,
                                           allow_commands, answer_timeout);
     SetAcceptOptions(options, state, std::move(on_accepted), std::move(request_id));
+    Cancellable(options, state);
     auto handler = AsyncDone(state, std::move(done), "submit_turn_async");
     {
       py::gil_scoped_release release;
@@ -438,6 +439,7 @@ class PyDriver {
     st::TurnOptions options = MakeOptions(state, timeout, std::move(on_event), std::move(on_question), reconnect,
                                           false, answer_timeout);
     st::TurnRef ref = MakeRef(std::move(request_id), std::move(turn_id), last_event_id, std::move(journal_id), revision);
+    Cancellable(options, state);
     auto handler = AsyncDone(state, std::move(done), "attach_turn_async");
     {
       py::gil_scoped_release release;
@@ -622,10 +624,16 @@ class PyDriver {
     }
     if (on_accepted.is_none()) return;
     if (!PyCallable_Check(on_accepted.ptr())) throw py::type_error("on_accepted must be callable or None");
+    options.cancel = state->cancel.Token();
     auto ref = std::make_shared<PyRef>(std::move(on_accepted));
     options.on_accepted = [state, ref](const st::TurnRef& r) {
       CallPython(state, [&] { ref->get()(PyTurnRef::From(r)); });
     };
+  }
+
+  // An async turn's handle can cancel it.
+  static void Cancellable(st::TurnOptions& options, const std::shared_ptr<TurnState>& state) {
+    options.cancel = state->cancel.Token();
   }
 
   st::TurnOptions MakeOptions(const std::shared_ptr<TurnState>& state, double timeout, py::object on_event,
@@ -635,8 +643,11 @@ class PyDriver {
     options.answer_timeout = Seconds(answer_timeout);
     options.reconnect.enabled = reconnect;
     options.allow_commands = allow_commands;
-    options.cancel = state->cancel.Token();
+    // The turn listens to state->cancel only where something can cancel it: a Python callback that
+    // raises (CallPython), or an async handle's cancel() (Cancellable). A blocking turn without
+    // callbacks has neither (Ctrl-C reaches it through keep_waiting), and registers nothing.
     if (!on_event.is_none()) {
+      options.cancel = state->cancel.Token();
       if (!PyCallable_Check(on_event.ptr())) throw py::type_error("on_event must be callable or None");
       auto ref = std::make_shared<PyRef>(std::move(on_event));
       options.on_event = [state, ref](const st::Event& e) {
@@ -644,6 +655,7 @@ class PyDriver {
       };
     }
     if (!on_question.is_none()) {
+      options.cancel = state->cancel.Token();
       if (!PyCallable_Check(on_question.ptr())) throw py::type_error("on_question must be callable or None");
       auto ref = std::make_shared<PyRef>(std::move(on_question));
       options.questions = st::QuestionPolicy::ask;
