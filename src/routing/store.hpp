@@ -264,12 +264,26 @@ class RouterStore {
                                    const InboundMessage& message, StoreTime accepted);
   Result<std::int64_t> InsertOutbox(std::string_view op, const OutboxEntry& entry);
   Status EvictDedupe(DedupeKind kind);
+  // Inserts a dedupe key unless it is there; `added` says which, and the count follows.
+  Status RememberKey(std::string_view op, DedupeKind kind, std::string_view key, bool* added);
+
+  // The rows of the bounded tables, which eviction compares with their bounds. Kept in memory: counted
+  // (an index scan each) at the first write and again after any rollback (Db::rollbacks), and moved by
+  // this store's own inserts and deletes, which are the only writers.
+  struct RowCounts {
+    std::int64_t bot_messages = 0;
+    std::int64_t dedupe[2] = {0, 0};  // by DedupeKind: event, message
+    std::int64_t& Dedupe(DedupeKind kind) { return dedupe[kind == DedupeKind::event ? 0 : 1]; }
+  };
+  Result<RowCounts*> Counts();
 
   std::string path_;
   StoreLimits limits_;
   std::unique_ptr<Db> db_;
   std::unique_ptr<Transaction> batch_;  // the open batch, if any (ended before db_ closes)
   int lock_fd_ = -1;  // flock(LOCK_EX) on <path>.lock, held while open
+  RowCounts counts_;
+  std::optional<std::uint64_t> counted_at_;  // db_->rollbacks() when counts_ was taken; none: never
 };
 
 }  // namespace sessionturn::routing

@@ -28,14 +28,13 @@ Error NotFound(std::string what) {
   return Error(Errc::not_found, std::move(what));
 }
 
-// How many rows past `limit` a bounded table holds, from the count its triggers keep (0 when none):
-// the eviction's DELETE then runs only when there is something to evict.
-Result<std::int64_t> Excess(Db& db, std::string_view op, std::string_view counter, std::int64_t limit) {
-  auto q = db.Query(op, "SELECT n FROM row_counts WHERE name = ?1");
+Result<std::int64_t> CountRows(Db& db, std::string_view sql, std::string_view kind = {}) {
+  auto q = db.Query("count the bounded tables", sql);
   if (!q) return Fail(q.error());
-  auto row = q->Bind(counter).Step();
+  if (!kind.empty()) q->Bind(kind);
+  auto row = q->Step();
   if (!row) return Fail(row.error());
-  return *row ? std::max<std::int64_t>(0, q->Int(0) - limit) : 0;
+  return *row ? q->Int(0) : 0;
 }
 
 std::string Describe(const ThreadRef& t) {
@@ -99,6 +98,8 @@ Result<std::size_t> RouterStore::UnbindSession(std::string_view session) {
   if (!current) return Fail(current.error());
   if (auto st = current->Bind(session).Run(); !st) return Fail(st.error());
   std::size_t removed = static_cast<std::size_t>(db_->Changes());
+  auto counts = Counts();
+  if (!counts) return Fail(counts.error());
   for (std::string_view sql : {std::string_view("DELETE FROM bindings WHERE session = ?1"),
                                std::string_view("DELETE FROM chat_sessions WHERE session = ?1"),
                                std::string_view("DELETE FROM bot_messages WHERE session = ?1")}) {
@@ -107,6 +108,7 @@ Result<std::size_t> RouterStore::UnbindSession(std::string_view session) {
     if (auto st = q->Bind(session).Run(); !st) return Fail(st.error());
     removed += static_cast<std::size_t>(db_->Changes());
   }
+  (*counts)->bot_messages -= db_->Changes();  // the last DELETE's
   if (auto st = tx->Commit(); !st) return Fail(st.error());
   return removed;
 }
@@ -176,24 +178,49 @@ Status RouterStore::SetCursor(std::string_view name, std::string_view value, Sto
   return q->Bind(name, value, updated).Run();
 }
 
+Result<RouterStore::RowCounts*> RouterStore::Counts() {
+  if (counted_at_ && *counted_at_ == db_->rollbacks()) return &counts_;
+  RowCounts fresh;
+  auto bots = CountRows(*db_, "SELECT count(*) FROM bot_messages");
+  if (!bots) return Fail(bots.error());
+  fresh.bot_messages = *bots;
+  for (DedupeKind kind : {DedupeKind::event, DedupeKind::message}) {
+    auto n = CountRows(*db_, "SELECT count(*) FROM dedupe WHERE kind = ?1", ToString(kind));
+    if (!n) return Fail(n.error());
+    fresh.Dedupe(kind) = *n;
+  }
+  counts_ = fresh;
+  counted_at_ = db_->rollbacks();
+  return &counts_;
+}
+
 Status RouterStore::IndexBotMessage(const BotMessage& m) {
   auto tx = Transaction::Begin(*db_, "IndexBotMessage");
   if (!tx) return Fail(tx.error());
-  auto insert = db_->Query("IndexBotMessage", R"sql(
-    INSERT INTO bot_messages (platform, workspace, chat, message_id, session, kind)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-    ON CONFLICT (platform, workspace, chat, message_id)
-    DO UPDATE SET session = excluded.session, kind = excluded.kind)sql");
-  if (!insert) return Fail(insert.error());
-  if (auto st = insert->Bind(m.chat, m.message_id, m.session, ToString(m.kind)).Run(); !st) return st;
-  auto excess = Excess(*db_, "IndexBotMessage", "bot_messages", static_cast<std::int64_t>(limits_.bot_messages));
-  if (!excess) return Fail(excess.error());
-  if (*excess > 0) {
-    // The oldest rows past the bound: a range of the rowid, found without counting the table.
-    auto evict = db_->Query("IndexBotMessage",
-                            "DELETE FROM bot_messages WHERE seq IN (SELECT seq FROM bot_messages ORDER BY seq LIMIT ?1)");
+  auto counts = Counts();
+  if (!counts) return Fail(counts.error());
+  // Indexed again (a placeholder that became the reply): updated in place, keeping its position.
+  auto update = db_->Query("IndexBotMessage", R"sql(
+    UPDATE bot_messages SET session = ?5, kind = ?6
+    WHERE platform = ?1 AND workspace = ?2 AND chat = ?3 AND message_id = ?4)sql");
+  if (!update) return Fail(update.error());
+  if (auto st = update->Bind(m.chat, m.message_id, m.session, ToString(m.kind)).Run(); !st) return st;
+  if (db_->Changes() == 0) {
+    auto insert = db_->Query("IndexBotMessage", R"sql(
+      INSERT INTO bot_messages (platform, workspace, chat, message_id, session, kind)
+      VALUES (?1, ?2, ?3, ?4, ?5, ?6))sql");
+    if (!insert) return Fail(insert.error());
+    if (auto st = insert->Bind(m.chat, m.message_id, m.session, ToString(m.kind)).Run(); !st) return st;
+    ++(*counts)->bot_messages;
+  }
+  const auto excess = (*counts)->bot_messages - static_cast<std::int64_t>(limits_.bot_messages);
+  if (excess > 0) {
+    // The oldest rows past the bound: a range of the rowid up to the excess-th lowest.
+    auto evict = db_->Query("IndexBotMessage", R"sql(
+      DELETE FROM bot_messages WHERE seq <= (SELECT seq FROM bot_messages ORDER BY seq LIMIT 1 OFFSET ?1 - 1))sql");
     if (!evict) return Fail(evict.error());
-    if (auto st = evict->Bind(*excess).Run(); !st) return st;
+    if (auto st = evict->Bind(excess).Run(); !st) return st;
+    (*counts)->bot_messages -= db_->Changes();
   }
   return tx->Commit();
 }
@@ -213,32 +240,51 @@ Result<std::optional<BotMessage>> RouterStore::FindBotMessage(const ChatRef& cha
 }
 
 Status RouterStore::EvictDedupe(DedupeKind kind) {
-  auto excess = Excess(*db_, "evict dedupe keys", "dedupe:" + std::string(ToString(kind)),
-                       static_cast<std::int64_t>(limits_.dedupe_per_kind));
-  if (!excess) return Fail(excess.error());
-  if (*excess == 0) return {};
+  auto counts = Counts();
+  if (!counts) return Fail(counts.error());
+  std::int64_t& n = (*counts)->Dedupe(kind);
+  const auto excess = n - static_cast<std::int64_t>(limits_.dedupe_per_kind);
+  if (excess <= 0) return {};
   auto evict = db_->Query("evict dedupe keys", R"sql(
-    DELETE FROM dedupe WHERE seq IN (SELECT seq FROM dedupe WHERE kind = ?1 ORDER BY seq LIMIT ?2))sql");
+    DELETE FROM dedupe
+    WHERE kind = ?1 AND seq <= (SELECT seq FROM dedupe WHERE kind = ?1 ORDER BY seq LIMIT 1 OFFSET ?2 - 1))sql");
   if (!evict) return Fail(evict.error());
-  return evict->Bind(ToString(kind), *excess).Run();
+  if (auto st = evict->Bind(ToString(kind), excess).Run(); !st) return st;
+  n -= db_->Changes();
+  return {};
+}
+
+Status RouterStore::RememberKey(std::string_view op, DedupeKind kind, std::string_view key, bool* added) {
+  auto counts = Counts();
+  if (!counts) return Fail(counts.error());
+  auto insert = db_->Query(op, "INSERT INTO dedupe (kind, key) VALUES (?1, ?2) ON CONFLICT DO NOTHING");
+  if (!insert) return Fail(insert.error());
+  if (auto st = insert->Bind(ToString(kind), key).Run(); !st) return st;
+  *added = db_->Changes() > 0;
+  if (*added) ++(*counts)->Dedupe(kind);
+  return {};
 }
 
 Result<bool> RouterStore::SeenOrRemember(DedupeKind kind, std::string_view key) {
   auto tx = Transaction::Begin(*db_, "SeenOrRemember");
   if (!tx) return Fail(tx.error());
-  auto insert = db_->Query("SeenOrRemember", "INSERT INTO dedupe (kind, key) VALUES (?1, ?2) ON CONFLICT DO NOTHING");
-  if (!insert) return Fail(insert.error());
-  if (auto st = insert->Bind(ToString(kind), key).Run(); !st) return Fail(st.error());
-  if (db_->Changes() == 0) return true;  // seen: nothing to commit (the transaction rolls back empty)
-  if (auto st = EvictDedupe(kind); !st) return Fail(st.error());
+  bool added = false;
+  if (auto st = RememberKey("SeenOrRemember", kind, key, &added); !st) return Fail(st.error());
+  if (added) {
+    if (auto st = EvictDedupe(kind); !st) return Fail(st.error());
+  }
+  // Seen: nothing was written, and the empty commit costs nothing (a rollback would recount the rows).
   if (auto st = tx->Commit(); !st) return Fail(st.error());
-  return false;
+  return !added;
 }
 
 Result<bool> RouterStore::Forget(DedupeKind kind, std::string_view key) {
+  auto counts = Counts();
+  if (!counts) return Fail(counts.error());
   auto q = db_->Query("Forget", "DELETE FROM dedupe WHERE kind = ?1 AND key = ?2");
   if (!q) return Fail(q.error());
   if (auto st = q->Bind(ToString(kind), key).Run(); !st) return Fail(st.error());
+  (*counts)->Dedupe(kind) -= db_->Changes();
   return db_->Changes() > 0;
 }
 

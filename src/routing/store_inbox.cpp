@@ -87,9 +87,8 @@ Result<std::optional<std::int64_t>> RouterStore::AcceptMessage(const ThreadRef& 
   }
   bool kinds[2] = {false, false};
   for (const DedupeKey& k : keys) {
-    auto insert = db_->Query("AcceptMessage", "INSERT INTO dedupe (kind, key) VALUES (?1, ?2) ON CONFLICT DO NOTHING");
-    if (!insert) return Fail(insert.error());
-    if (auto st = insert->Bind(ToString(k.kind), k.key).Run(); !st) return Fail(st.error());
+    bool added = false;
+    if (auto st = RememberKey("AcceptMessage", k.kind, k.key, &added); !st) return Fail(st.error());
     kinds[k.kind == DedupeKind::event ? 0 : 1] = true;
   }
   if (kinds[0]) {

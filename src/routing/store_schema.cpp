@@ -8,9 +8,9 @@ namespace sessionturn::routing {
 namespace {
 
 // v1. Conventions: a ThreadRef is (platform, workspace, chat, thread), never NULL ('' when absent);
-// times are Unix milliseconds; JSON columns hold nlohmann dumps (store_json.hpp). The bounded tables
-// (bot_messages, dedupe) keep their row counts in row_counts through triggers, so eviction takes the
-// oldest rows by rowid without counting the table at every insert.
+// times are Unix milliseconds; JSON columns hold JSON text (store_json.hpp). The bounded tables
+// (bot_messages, dedupe) kept their row counts in row_counts through triggers, so eviction took the
+// oldest rows by rowid without counting the table at every insert (v4 moved the counts to memory).
 constexpr std::string_view kSchemaV1 = R"sql(
 CREATE TABLE bindings (
   platform TEXT NOT NULL, workspace TEXT NOT NULL, chat TEXT NOT NULL, thread TEXT NOT NULL,
@@ -128,6 +128,31 @@ CREATE INDEX questions_by_message ON questions (platform, workspace, chat, messa
 CREATE INDEX questions_by_thread ON questions (platform, workspace, chat, thread);
 )sql";
 
+// v4. Two costs of every write to the bounded tables go. bot_messages is rebuilt with its kind CHECK
+// written as comparisons: SQLite evaluates `kind IN (six strings)` by building a temporary b-tree at
+// every INSERT and UPDATE. The row_counts triggers go with their table: the store counts those rows
+// in memory (counted at open and after any rollback, RouterStore::Counts), which its own inserts and
+// deletes keep; a trigger's UPDATE was a third of an insert's cost.
+constexpr std::string_view kSchemaV4 = R"sql(
+CREATE TABLE bot_messages_v4 (
+  seq INTEGER PRIMARY KEY,  -- insertion order: eviction takes the lowest
+  platform TEXT NOT NULL, workspace TEXT NOT NULL, chat TEXT NOT NULL,
+  message_id TEXT NOT NULL,
+  session TEXT NOT NULL,
+  kind TEXT NOT NULL CHECK (kind = 'reply' OR kind = 'placeholder' OR kind = 'question' OR kind = 'picker' OR
+                            kind = 'receipt' OR kind = 'note'),
+  UNIQUE (platform, workspace, chat, message_id)
+);
+INSERT INTO bot_messages_v4 (seq, platform, workspace, chat, message_id, session, kind)
+  SELECT seq, platform, workspace, chat, message_id, session, kind FROM bot_messages ORDER BY seq;
+DROP TABLE bot_messages;
+ALTER TABLE bot_messages_v4 RENAME TO bot_messages;
+CREATE INDEX bot_messages_by_session ON bot_messages (session);
+DROP TRIGGER dedupe_added;
+DROP TRIGGER dedupe_removed;
+DROP TABLE row_counts;
+)sql";
+
 // Append only: a released step never changes, since stores in the field already ran it. A v2 is a
 // new entry after v1, e.g.
 //   {2, "v2: outbox entries remember their message ids",
@@ -139,6 +164,7 @@ constexpr SchemaStep kSchemaSteps[] = {
      "ALTER TABLE inbox ADD COLUMN receipt_id TEXT NOT NULL DEFAULT '';"},
     {3, "v3: adapters keep their delivery cursors (Telegram's update offset)",
      "CREATE TABLE cursors (name TEXT PRIMARY KEY, value TEXT NOT NULL, updated_ms INTEGER NOT NULL);"},
+    {4, "v4: cheaper writes to the bounded tables", kSchemaV4},
 };
 
 }  // namespace

@@ -152,8 +152,10 @@ Status Transaction::Commit() {
 }
 
 Transaction::~Transaction() {
+  if (!db_) return;  // committed, or moved from
+  db_->NoteRollback();
   // SQLite rolls back by itself after some failures (a full disk): then there is nothing left to end.
-  if (!db_ || sqlite3_get_autocommit(db_->handle())) return;
+  if (sqlite3_get_autocommit(db_->handle())) return;
   if (nested_) {
     // Undoes this savepoint's writes and pops it; the outer transaction goes on.
     if (auto undo = db_->Query(op_, "ROLLBACK TO st_nested")) (void)undo->Run();

@@ -44,6 +44,10 @@ class Db {
   // Rows the last INSERT/UPDATE/DELETE changed.
   std::int64_t Changes() const noexcept { return sqlite3_changes(db_); }
   std::int64_t LastInsertId() const noexcept { return sqlite3_last_insert_rowid(db_); }
+  // How many transactions (or savepoints) ended without their commit: what the store keeps in memory
+  // about the file's rows is stale when this moved.
+  std::uint64_t rollbacks() const noexcept { return rollbacks_; }
+  void NoteRollback() noexcept { ++rollbacks_; }
 
  private:
   Db(std::string path, sqlite3* db) : path_(std::move(path)), db_(db) {}
@@ -52,6 +56,7 @@ class Db {
   sqlite3* db_ = nullptr;
   // Keyed by the query's text (a literal at its one call site), so one query is one statement.
   std::unordered_map<std::string_view, sqlite3_stmt*> cache_;
+  std::uint64_t rollbacks_ = 0;
 };
 
 // A cached statement in use: bind, step, read; reset and unbound when it goes, so the next use of

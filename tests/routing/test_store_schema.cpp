@@ -33,12 +33,12 @@ TEST_CASE("store schema: a new store is at this build's version with every table
   TempDir dir;
   const std::string path = dir.File("router.db");
   OpenStore(path).reset();
-  REQUIRE(SchemaVersion() == 3);
-  REQUIRE(SchemaSteps().size() == 3);
+  REQUIRE(SchemaVersion() == 4);
+  REQUIRE(SchemaSteps().size() == 4);
   RawDb raw(path);
   CHECK(raw.Int("PRAGMA user_version") == SchemaVersion());
-  for (const char* table : {"bindings", "chat_sessions", "current_sessions", "bot_messages", "dedupe", "row_counts",
-                            "inbox", "turns", "outbox", "questions", "cursors"}) {
+  for (const char* table : {"bindings", "chat_sessions", "current_sessions", "bot_messages", "dedupe", "inbox",
+                            "turns", "outbox", "questions", "cursors"}) {
     INFO(table);
     CHECK(raw.Int(std::string("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = '") + table + "'") ==
           1);
@@ -105,7 +105,7 @@ TEST_CASE("store schema: a v2 store gains the cursors table at v3, empty", "[rou
     REQUIRE(Migrate(*db, SchemaSteps().first(2)));
   }
   auto store = OpenStore(path);
-  CHECK(RawDb(path).Int("PRAGMA user_version") == 3);
+  CHECK(RawDb(path).Int("PRAGMA user_version") == SchemaVersion());
   auto none = store->Cursor("telegram.offset");
   REQUIRE(none.has_value());
   CHECK_FALSE(none->has_value());
@@ -115,6 +115,50 @@ TEST_CASE("store schema: a v2 store gains the cursors table at v3, empty", "[rou
   auto unnamed = store->SetCursor("", "1", StoreTime{});
   REQUIRE_FALSE(unnamed);
   CHECK(unnamed.error().code == Errc::invalid_argument);
+}
+
+TEST_CASE("store schema: a v3 store keeps its bounded rows, their order and their bounds at v4", "[routing][store]") {
+  TempDir dir;
+  const std::string path = dir.File("router.db");
+  {
+    auto db = OpenDb(path);
+    REQUIRE(Migrate(*db, SchemaSteps().first(3)));
+    // Rows of the v3 schema, the trigger-kept counts included; "b" was indexed first.
+    REQUIRE(db->Exec("v3 rows", R"sql(
+      INSERT INTO bot_messages (seq, platform, workspace, chat, message_id, session, kind) VALUES
+        (7, 'slack', 'T1', 'C1', 'b', 'sess-b', 'placeholder'),
+        (9, 'slack', 'T1', 'C1', 'a', 'sess-a', 'reply'),
+        (12, 'slack', 'T1', 'C1', 'c', 'sess-c', 'question');
+      INSERT INTO dedupe (kind, key) VALUES ('event', 'E1'), ('message', 'M1'), ('event', 'E2');)sql"));
+    RawDb raw(path);
+    REQUIRE(raw.Int("SELECT n FROM row_counts WHERE name = 'bot_messages'") == 3);
+  }
+  StoreLimits limits;
+  limits.bot_messages = 3;
+  limits.dedupe_per_kind = 2;
+  auto store = OpenStore(path, limits);
+  {
+    RawDb raw(path);
+    CHECK(raw.Int("PRAGMA user_version") == SchemaVersion());
+    CHECK(raw.Int("SELECT count(*) FROM sqlite_schema WHERE name = 'row_counts' OR type = 'trigger'") == 0);
+    CHECK(raw.Int("SELECT count(*) FROM sqlite_schema WHERE name = 'bot_messages_by_session'") == 1);
+    CHECK(raw.Int("SELECT seq FROM bot_messages WHERE message_id = 'c'") == 12);
+    // The kind is still checked.
+    CHECK_FALSE(raw.TryExec("INSERT INTO bot_messages (platform, workspace, chat, message_id, session, kind) "
+                            "VALUES ('slack', 'T1', 'C1', 'x', 's', 'bogus')"));
+  }
+  const ChatRef chat{"slack", "T1", "C1"};
+  CHECK((*store->FindBotMessage(chat, "b"))->kind == BotMessageKind::placeholder);
+  // At the bound: one more evicts the oldest by insertion, "b".
+  REQUIRE(store->IndexBotMessage(BotMessage{chat, "d", "sess-d", BotMessageKind::reply}));
+  CHECK_FALSE(store->FindBotMessage(chat, "b")->has_value());
+  CHECK(store->FindBotMessage(chat, "a")->has_value());
+  CHECK(store->FindBotMessage(chat, "d")->has_value());
+  // Two event keys already: a third evicts E1.
+  CHECK(*store->SeenOrRemember(DedupeKind::event, "E2"));
+  CHECK_FALSE(*store->SeenOrRemember(DedupeKind::event, "E3"));
+  CHECK_FALSE(*store->Forget(DedupeKind::event, "E1"));
+  CHECK(*store->SeenOrRemember(DedupeKind::message, "M1"));
 }
 
 TEST_CASE("store schema: a failing step changes nothing, its version included", "[routing][store]") {

@@ -92,6 +92,8 @@ class RawDb {
     sqlite3_free(error);
     REQUIRE(rc == SQLITE_OK);
   }
+  // Whether `sql` ran (a constraint it breaks makes it fail).
+  bool TryExec(const std::string& sql) { return sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK; }
   std::int64_t Int(const std::string& sql) {
     sqlite3_stmt* stmt = nullptr;
     REQUIRE(sqlite3_prepare_v2(db_, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK);

@@ -170,13 +170,53 @@ TEST_CASE("store: AcceptMessage failing after its keys were written leaves neith
   CHECK_THAT(failed.error().message, Catch::Contains("router store " + f.path + ": AcceptMessage: injected failure"));
   CHECK(s.ListInbox()->empty());
   CHECK(raw.Int("SELECT count(*) FROM dedupe") == 0);
-  CHECK(raw.Int("SELECT n FROM row_counts WHERE name = 'dedupe:event'") == 0);
 
   raw.Exec("DROP TRIGGER fail_inbox");
   auto retried = s.AcceptMessage(Thread(), "sess", Message("hi"), Keys("Ev1", "M1"), At(2));
   REQUIRE(retried.has_value());
   CHECK(retried->has_value());
   CHECK(s.ListInbox()->size() == 1);
+}
+
+TEST_CASE("store: the dedupe bound counts only what committed, across rollbacks and reopening", "[routing][store]") {
+  TempDir dir;
+  const std::string path = dir.File("router.db");
+  StoreLimits limits;
+  limits.dedupe_per_kind = 2;
+  auto store = OpenStore(path, limits);
+  auto accept = [&](const std::string& n) {
+    auto r = store->AcceptMessage(Thread(), "sess", Message("m" + n, n), Keys("Ev" + n, "M" + n), At(1));
+    REQUIRE(r.has_value());
+    CHECK(r->has_value());
+  };
+  accept("1");
+  {
+    // Keys written, then the transaction rolled back: they must not count against the bound.
+    RawDb raw(path);
+    raw.Exec("CREATE TRIGGER fail_inbox BEFORE INSERT ON inbox BEGIN SELECT RAISE(ABORT, 'injected failure'); END");
+    REQUIRE_FALSE(store->AcceptMessage(Thread(), "sess", Message("x", "9"), Keys("Ev9", "M9"), At(1)));
+    raw.Exec("DROP TRIGGER fail_inbox");
+  }
+  accept("2");
+  // At the bound (2 per kind) and not past it: nothing evicted.
+  CHECK(*store->SeenOrRemember(DedupeKind::message, "M1"));
+  CHECK(*store->SeenOrRemember(DedupeKind::message, "M2"));
+  accept("3");  // past it: the oldest of each kind goes
+  CHECK_FALSE(*store->Forget(DedupeKind::message, "M1"));
+  CHECK_FALSE(*store->Forget(DedupeKind::event, "Ev1"));
+  CHECK(*store->Forget(DedupeKind::event, "Ev2"));  // one below the bound now
+
+  // Reopened, the rows are counted again: one more key fits, the next evicts the oldest.
+  store.reset();
+  store = OpenStore(path, limits);
+  CHECK_FALSE(*store->SeenOrRemember(DedupeKind::event, "Ev4"));
+  CHECK(*store->SeenOrRemember(DedupeKind::event, "Ev3"));
+  CHECK_FALSE(*store->SeenOrRemember(DedupeKind::event, "Ev5"));
+  CHECK_FALSE(*store->Forget(DedupeKind::event, "Ev3"));
+  store.reset();
+  RawDb raw(path);
+  CHECK(raw.Int("SELECT count(*) FROM dedupe WHERE kind = 'event'") == 2);
+  CHECK(raw.Int("SELECT count(*) FROM dedupe WHERE kind = 'message'") == 2);
 }
 
 TEST_CASE("store: BeginTurn moves an inbox entry to the turns with its edited text", "[routing][store]") {
