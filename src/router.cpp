@@ -33,6 +33,44 @@ void Router::Impl::Log(LogLevel level, const std::string& text) const {
   if (context.ShouldLog(level)) context.Log(level, "router: " + text);
 }
 
+void Router::Impl::OpenPass() {
+  if (!pass_open) {
+    if (store->InBatch() || shutting_down) return;  // the caller's batch; or each write commits itself
+    if (auto st = store->BeginBatch("recording the router's progress"); !st) {
+      Log(LogLevel::warning, "the router's progress is written record by record: " + st.error().ToString());
+      return;
+    }
+    pass_open = true;
+    Run([](Impl& r) { r.ClosePass(); });
+  }
+  ++behind_writes;
+}
+
+void Router::Impl::ClosePass() {
+  if (!pass_open) return;
+  if (auto st = CommitOpen(); !st) Log(LogLevel::error, "recording the router's progress: " + st.error().ToString());
+}
+
+Status Router::Impl::CommitOpen() {
+  const bool pass = pass_open;
+  pass_open = false;
+  Status st = store->CommitBatch();
+  if (pass) {
+    if (!st) {
+      Log(LogLevel::error, "the commit of " + std::to_string(behind_writes) +
+                               " records of the router's progress failed: a restart may post a placeholder's reply "
+                               "as a new message, or a delivered reply part again");
+      // A delivered reply's outbox row must go, or a restart delivers the reply twice.
+      for (std::int64_t id : behind_removals) {
+        if (auto removed = store->RemoveOutbox(id); !removed) Log(LogLevel::error, removed.error().ToString());
+      }
+    }
+    behind_removals.clear();
+    behind_writes = 0;
+  }
+  return st;
+}
+
 void Router::Impl::After(std::chrono::milliseconds delay, std::function<void(Impl&)> fn) {
   auto timer = std::make_shared<asio::steady_timer>(context.io(), delay);
   timer->async_wait(asio::bind_executor(strand, [self = shared_from_this(), timer, fn = std::move(fn)](
@@ -143,6 +181,7 @@ void Router::Impl::Teardown() {
     if (q->timeout) q->timeout->cancel();
   }
   if (outbox_timer) outbox_timer->cancel();
+  ClosePass();  // what was written behind is committed before the store closes
   // What held the router through its own state (drivers whose handlers hold it, timers) goes now.
   // The store closes (and lets go of its lock) though handlers may still hold the Impl: they land
   // after torn_down and touch nothing.

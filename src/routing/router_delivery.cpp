@@ -60,14 +60,14 @@ void Router::Impl::DeliverPart(std::shared_ptr<OutboxEntry> e, int edit_attempts
     PublishGauges();
     return;
   }
-  // The part's index entry and the outbox's progress in one commit; after the last part, the entry's
-  // removal instead of its update (DeliverPart then has nothing left to remove, unless that commit
-  // failed: then it tries the removal again on its own).
+  // The part's index entry and the outbox's progress, written behind; after the last part, the
+  // entry's removal instead of its update (DeliverPart then has nothing left to remove, unless that
+  // removal failed: then it tries again on its own; a failed commit of the pass removes it again).
   auto delivered = [e](Impl& r, const std::string& message_id) {
     ++e->next_part;
     e->attempts = 0;
     bool removed = false;
-    const Status committed = r.InOneCommit("recording a delivered part", [&] {
+    r.WriteBehind([&] {
       if (auto st = r.store->IndexBotMessage({routing::ChatRef::Of(e->thread), message_id, e->session,
                                               routing::BotMessageKind::reply});
           !st) {
@@ -85,7 +85,8 @@ void Router::Impl::DeliverPart(std::shared_ptr<OutboxEntry> e, int edit_attempts
         removed = true;
       }
     });
-    if (removed && committed) {
+    if (removed) {
+      if (r.pass_open) r.behind_removals.push_back(e->id);
       r.delivering.erase(e->id);
       e->id = 0;
     }

@@ -164,6 +164,9 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   std::unordered_set<std::string> resolved_inputs;
   std::unique_ptr<asio::steady_timer> outbox_timer;
   std::unordered_set<std::int64_t> delivering;  // outbox entries with a delivery running
+  bool pass_open = false;  // the store's batch holds writes behind, and a ClosePass is posted
+  std::size_t behind_writes = 0;  // in the open pass: what a failed commit loses, for its log line
+  std::vector<std::int64_t> behind_removals;  // outbox rows removed in the open pass
   std::uint64_t next_question = 0;
   std::mt19937_64 rng{std::random_device{}()};
   std::map<std::string, routing::SteadyTime> pending_deletes;  // chat key + session: confirm before
@@ -191,18 +194,37 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
     };
   }
   void Log(LogLevel level, const std::string& text) const;
-  // Runs `writes` (store calls) as one transaction, one commit instead of one per call; inside a
-  // batch already (a burst's), they join it. A failed call still undoes only its own writes; a failed
-  // commit undoes them all, is logged, and is returned (so that what is in memory does not move past it).
+  // ---- the store's commits (router.cpp) ----
+  // Records whose loss costs a restart only a convenience (a placeholder's ids, a turn's cursor, a
+  // delivered part's index entry and outbox progress) are written behind: they join one transaction
+  // per pass of the strand, opened at the first of them and committed by a job posted then (it runs
+  // after everything queued before it) or sooner, with the next write that must be durable at once
+  // (Durably). A failed commit is logged with what it lost; an outbox row it should have removed is
+  // removed again (behind_removals).
   template <typename Fn>
-  Status InOneCommit(std::string_view op, Fn&& writes) {
-    const bool own = !store->InBatch() && store->BeginBatch(op).has_value();
+  void WriteBehind(Fn&& writes) {
+    OpenPass();
     writes();
-    if (!own) return {};
-    auto st = store->CommitBatch();
+  }
+  // Runs `writes` and commits them before it returns, with whatever was written behind before them:
+  // one transaction. Inside a batch of the caller's own (a burst's intake), they join it instead. A
+  // failed call still undoes only its own writes; a failed commit undoes them all, is logged, and is
+  // returned (so that what is in memory does not move past it).
+  template <typename Fn>
+  Status Durably(std::string_view op, Fn&& writes) {
+    const bool joined = pass_open;
+    const bool own = !joined && !store->InBatch() && store->BeginBatch(op).has_value();
+    writes();
+    if (!own && !joined) return {};
+    Status st = CommitOpen();
     if (!st) Log(LogLevel::warning, std::string(op) + ": " + st.error().ToString());
     return st;
   }
+  void OpenPass();
+  void ClosePass();  // the posted job: commits the pass's writes unless a durable write did
+  // Commits the open batch (the pass's, the caller's, or both in one). What a failure lost of the
+  // pass's is logged here; the caller's own, by the caller.
+  Status CommitOpen();
   // Detaches the drivers (the turns go on in their Sessions), cancels the timers, closes the store
   // (so the next router may open it at once) and drops the state that holds the router: for
   // ~Router. Strand, or once nothing runs.

@@ -41,7 +41,7 @@ std::shared_ptr<LiveMessage> Router::Impl::PostLive(const ThreadRef& where, std:
                       } else {
                         live->message_id = *id;
                         live->shown = markdown;
-                        (void)r.InOneCommit("recording a placeholder", [&] {
+                        r.WriteBehind([&] {
                           if (auto st = r.store->IndexBotMessage({routing::ChatRef::Of(live->where), *id, session,
                                                                   routing::BotMessageKind::placeholder});
                               !st) {

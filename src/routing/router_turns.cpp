@@ -144,8 +144,16 @@ std::string Router::Impl::PromptOf(const InboundMessage& m, const std::vector<Th
 void Router::Impl::StartTurn(SessionRun& s, Waiting w) {
   char id[24];
   std::snprintf(id, sizeof id, "rt-%016llx", static_cast<unsigned long long>(rng()));
-  auto record = store->BeginTurn(w.inbox_id, id, std::chrono::system_clock::now(),
-                                 w.receipt ? w.receipt->message_id : std::string());
+  // Durable before the prompt goes out: a restart then attaches to the turn instead of sending the
+  // message a second time.
+  Result<routing::TurnRecord> record = Fail(Errc::internal, "the turn was not recorded");
+  if (Status committed = Durably("starting a turn", [&] {
+        record = store->BeginTurn(w.inbox_id, id, std::chrono::system_clock::now(),
+                                  w.receipt ? w.receipt->message_id : std::string());
+      });
+      !committed && record) {
+    record = Fail(committed.error());
+  }
   if (!record) {
     Log(LogLevel::warning, "message " + w.message.message_id + " could not start: " + record.error().ToString());
     SetLive(w.receipt, "\u26A0\uFE0F This message could not be sent to the agent: " +
@@ -276,11 +284,13 @@ TurnOptions Router::Impl::OptionsFor(const std::shared_ptr<TurnRun>& turn) {
       self->Run([turn, ref](Impl& r) {
         turn->ref = ref;
         turn->accepted = true;
-        if (auto st = r.store->UpdateTurnCursor(turn->request_id, {ref.last_event_id, ref.journal_id, ref.turn_id,
-                                                                   ref.revision});
-            !st) {
-          r.Log(LogLevel::warning, st.error().ToString());
-        }
+        r.WriteBehind([&] {
+          if (auto st = r.store->UpdateTurnCursor(turn->request_id, {ref.last_event_id, ref.journal_id, ref.turn_id,
+                                                                     ref.revision});
+              !st) {
+            r.Log(LogLevel::warning, st.error().ToString());
+          }
+        });
       });
     }
   };
@@ -429,7 +439,9 @@ void Router::Impl::OnResult(const std::shared_ptr<TurnRun>& turn, Result<TurnRes
       case TurnStatus::removed: reply = "The message was withdrawn before it ran."; break;
     }
     if (t.status == TurnStatus::completed && turn->with_context) {
-      if (auto st = store->SetContextSent(turn->where); !st) Log(LogLevel::warning, st.error().ToString());
+      WriteBehind([&] {
+        if (auto st = store->SetContextSent(turn->where); !st) Log(LogLevel::warning, st.error().ToString());
+      });
     }
   }
   if (options.show_usage && turn->usage && turn->usage->total_tokens > 0) {
@@ -448,7 +460,11 @@ void Router::Impl::EndTurn(const std::shared_ptr<TurnRun>& turn, std::string rep
   entry.parts = RenderParts(reply_markdown);
   auto finish = [turn](Impl& r, routing::OutboxEntry e) {
     e.placeholder_id = turn->live ? turn->live->message_id : std::string();
-    auto id = r.store->CompleteTurn(e);
+    // Durable before the reply goes out: a restart then delivers it from the outbox, once.
+    Result<std::int64_t> id = Fail(Errc::internal, "the reply was not stored");
+    if (Status committed = r.Durably("storing a reply", [&] { id = r.store->CompleteTurn(e); }); !committed && id) {
+      id = Fail(committed.error());
+    }
     if (!id && id.error().code == Errc::not_found) {
       // The turn's record is gone: its reply was stored (and queued) already. Another copy would
       // post the reply twice.

@@ -3,6 +3,7 @@
 // from the outbox by the next start; a graceful shutdown tells the thread once and leaves the turn
 // running for the next start.
 #include <signal.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -86,6 +87,43 @@ std::string KilledBot(const TempRoot& root, const std::string& script, const std
 // Run by the tests below as a child process: a bot that takes one message and, once a message of the
 // thread shows the awaited text (its turn runs in a runtime process of its own), says which message
 // that is and waits to be killed.
+namespace {
+
+// One integer from the router's store, read by a connection of the test's own while the router runs
+// (WAL: a reader sees what was committed, nothing of a transaction still open).
+std::int64_t StoreInt(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_step(stmt) == SQLITE_ROW);
+  const std::int64_t v = sqlite3_column_int64(stmt, 0);
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("router: what it writes behind (a placeholder's ids, a delivered reply) commits while it runs",
+          "[routing][router]") {
+  TempRoot root;
+  Rig rig(root);
+  REQUIRE(rig.Send(Msg("1", "hello")));
+  REQUIRE(rig.WaitDelivered(1));
+  // The delivered reply's records (its index entry, the outbox row's removal) were the turn's last
+  // writes, written behind: the pass's own commit makes them durable, with no stop and no later write.
+  const std::string db = root.path() + "/router.db";
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (StoreInt(db, "SELECT count(*) FROM outbox") != 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(5ms);
+  }
+  CHECK(StoreInt(db, "SELECT count(*) FROM outbox") == 0);
+  CHECK(StoreInt(db, "SELECT count(*) FROM turns") == 0);
+  CHECK(StoreInt(db, "SELECT count(*) FROM bot_messages WHERE kind = 'reply'") == 1);
+  CHECK(StoreInt(db, "SELECT count(*) FROM bot_messages") == 1);  // the placeholder became the reply
+}
+
 TEST_CASE("router: helper process (a bot that is killed mid-turn)", "[.][routing][router]") {
   const char* root = std::getenv(kChildRootEnv);
   const char* script = std::getenv(kChildScriptEnv);
