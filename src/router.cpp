@@ -29,6 +29,11 @@ Router::Impl::Impl(Context& c, SessionBackend& b, ChatAdapter& a, RouterOptions 
       store(std::move(s)),
       strand(asio::make_strand(c.io())) {}
 
+Router::Impl::~Impl() {
+  // Not logged: the Context may be going too.
+  if (store && pass_open) (void)store->CommitBatch();
+}
+
 void Router::Impl::Log(LogLevel level, const std::string& text) const {
   if (context.ShouldLog(level)) context.Log(level, "router: " + text);
 }
@@ -47,8 +52,7 @@ void Router::Impl::OpenPass() {
 }
 
 void Router::Impl::ClosePass() {
-  if (!pass_open) return;
-  if (auto st = CommitOpen(); !st) Log(LogLevel::error, "recording the router's progress: " + st.error().ToString());
+  if (pass_open) (void)CommitOpen();  // a failure is logged there
 }
 
 Status Router::Impl::CommitOpen() {
@@ -58,11 +62,16 @@ Status Router::Impl::CommitOpen() {
   if (pass) {
     if (!st) {
       Log(LogLevel::error, "the commit of " + std::to_string(behind_writes) +
-                               " records of the router's progress failed: a restart may post a placeholder's reply "
-                               "as a new message, or a delivered reply part again");
+                               " records written behind (and of any write that joined them) failed, so a restart "
+                               "may post a placeholder's reply as a new message or a delivered part again: " +
+                               st.error().ToString());
       // A delivered reply's outbox row must go, or a restart delivers the reply twice.
       for (std::int64_t id : behind_removals) {
-        if (auto removed = store->RemoveOutbox(id); !removed) Log(LogLevel::error, removed.error().ToString());
+        if (auto removed = store->RemoveOutbox(id); !removed) {
+          Log(LogLevel::error, "outbox entry " + std::to_string(id) +
+                                   " of a delivered reply could not be removed again; a restart will deliver that "
+                                   "reply a second time: " + removed.error().ToString());
+        }
       }
     }
     behind_removals.clear();
@@ -264,8 +273,14 @@ void Router::LoadCursor(std::string name, std::function<void(Result<std::optiona
 void Router::SaveCursor(std::string name, std::string value, std::function<void(Status)> done) {
   if (!done) done = [](Status) {};
   asio::post(impl_->strand, [self = impl_, name = std::move(name), value = std::move(value), done = std::move(done)] {
-    Status st = self->torn_down ? Status(Fail(Errc::unavailable, "the router is closed"))
-                                : self->store->SetCursor(name, value, routing::StoreClock::now());
+    // Durable when `done` hears of it: the adapter confirms deliveries up to this cursor next.
+    Status st = Fail(Errc::unavailable, "the router is closed");
+    if (!self->torn_down) {
+      Status saved;
+      Status committed = self->Durably("saving a delivery cursor",
+                                       [&] { saved = self->store->SetCursor(name, value, routing::StoreClock::now()); });
+      st = !saved ? saved : committed;
+    }
     asio::post(self->context.io(), [done, st = std::move(st)]() mutable { done(std::move(st)); });
   });
 }

@@ -215,7 +215,9 @@ void Router::Impl::TryCommand(const InboundMessage& m, std::size_t route, const 
       pending_deletes.erase(pending);
       backend.AsyncDelete(target, OnStrand<Status>([where, target, label = cmd.name, id = m.message_id](Impl& r, Status st) {
         if (st || st.error().code == Errc::not_found) {
-          if (auto removed = r.store->UnbindSession(target); !removed) r.Log(LogLevel::warning, removed.error().ToString());
+          (void)r.Durably("forgetting a deleted Session", [&] {
+            if (auto removed = r.store->UnbindSession(target); !removed) r.Log(LogLevel::warning, removed.error().ToString());
+          });
           r.sessions.erase(target);
         }
         r.Note(where, st || st.error().code == Errc::not_found

@@ -134,6 +134,9 @@ struct QuestionRun {
 struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   Impl(Context& c, SessionBackend& b, ChatAdapter& a, RouterOptions o, routing::RouteMatcher m,
        std::unique_ptr<routing::RouterStore> s);
+  // Commits what was written behind when no Teardown ran (a Stop from a worker, a Stop racing
+  // ~Router): the store's close would otherwise roll it back.
+  ~Impl();
 
   Context& context;
   SessionBackend& backend;

@@ -80,10 +80,12 @@ void Router::Impl::DrainIntake() {
     intake_posted = false;
   }
   if (batch.empty()) return;
-  // One transaction for the burst (with what was written behind before it, if anything); a single
-  // message needs none of its own beyond the store's.
-  bool batched = pass_open;
-  if (!batched && batch.size() > 1 && !shutting_down) {
+  // What was written behind goes first, on its own: a message's acceptance (and a command's or an
+  // answer's dedupe key, whose effects go out at once) never waits for, or fails with, that commit.
+  ClosePass();
+  // One transaction for the burst; a single message needs none of its own beyond the store's.
+  bool batched = false;
+  if (batch.size() > 1 && !shutting_down) {
     if (auto st = store->BeginBatch("accepting messages"); st) {
       batched = true;
     } else {
@@ -100,7 +102,7 @@ void Router::Impl::DrainIntake() {
     if (it != sessions.end() && it->second->accepting > 0) --it->second->accepting;
   }
   if (batched) {
-    if (auto st = CommitOpen(); !st) {
+    if (auto st = store->CommitBatch(); !st) {
       // Nothing of the burst is in the store: nothing is acknowledged, the platform delivers it again.
       Log(LogLevel::error, "accepting " + std::to_string(batch.size()) + " messages failed: " + st.error().ToString());
       for (std::size_t i = 0; i < batch.size(); ++i) {

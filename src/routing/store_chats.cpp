@@ -221,6 +221,7 @@ Status RouterStore::IndexBotMessage(const BotMessage& m) {
     if (!evict) return Fail(evict.error());
     if (auto st = evict->Bind(excess).Run(); !st) return st;
     (*counts)->bot_messages -= db_->Changes();
+    if (db_->Changes() != excess) counted_at_.reset();  // the count was off: taken again next time
   }
   return tx->Commit();
 }
@@ -251,6 +252,7 @@ Status RouterStore::EvictDedupe(DedupeKind kind) {
   if (!evict) return Fail(evict.error());
   if (auto st = evict->Bind(ToString(kind), excess).Run(); !st) return st;
   n -= db_->Changes();
+  if (db_->Changes() != excess) counted_at_.reset();  // the count was off: taken again next time
   return {};
 }
 

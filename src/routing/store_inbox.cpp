@@ -83,7 +83,12 @@ Result<std::optional<std::int64_t>> RouterStore::AcceptMessage(const ThreadRef& 
     if (!seen) return Fail(seen.error());
     auto row = seen->Bind(ToString(k.kind), k.key).Step();
     if (!row) return Fail(row.error());
-    if (*row) return Accepted();
+    if (*row) {
+      // A redelivery: nothing was written, and the empty commit costs nothing (a rollback would make
+      // the store count its bounded tables again).
+      if (auto st = tx->Commit(); !st) return Fail(st.error());
+      return Accepted();
+    }
   }
   bool kinds[2] = {false, false};
   for (const DedupeKey& k : keys) {

@@ -109,6 +109,9 @@ Result<bool> Stmt::Step() {
   const int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
+  // A failed statement may have taken its transaction with it (SQLite rolls back on a full disk, an
+  // I/O error, no memory): what the store keeps about the file's rows is counted again.
+  db_->NoteRollback();
   return Fail(db_->Failure(op_));
 }
 

@@ -52,6 +52,11 @@ class RecordingAdapter : public ChatAdapter {
     }
     ops_.push_back(op);
     cv_.notify_all();
+    if (on_send) {
+      lock.unlock();
+      on_send(op);
+      lock.lock();
+    }
     if (hold_button_posts && !message.buttons.empty()) {  // the platform shows it; the answer comes later
       held_.push_back([handler = std::move(handler), out = std::move(out)]() mutable { handler(std::move(out)); });
       return;
@@ -90,6 +95,7 @@ class RecordingAdapter : public ChatAdapter {
     ops_.push_back(op);
     cv_.notify_all();
     lock.unlock();
+    if (on_send) on_send(op);
     context_.Post([handler = std::move(handler), out]() mutable { handler(out); });
   }
 
@@ -159,6 +165,9 @@ class RecordingAdapter : public ChatAdapter {
   bool fail_edits = false;     // every edit fails
   int rate_limited_edits = 0;  // the next N edits get a 429 (retry after 30 ms)
   bool hold_button_posts = false;  // posts with buttons answer only at ReleaseHeld()
+  // Called with each post and edit as it is sent (on the caller's thread, before the platform's
+  // answer): a test looks at what the bot had stored by then. Set before the calls.
+  std::function<void(const SentOp&)> on_send;
 
  private:
   Context& context_;

@@ -8,7 +8,11 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -94,6 +98,7 @@ namespace {
 std::int64_t StoreInt(const std::string& path, const std::string& sql) {
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  sqlite3_busy_timeout(db, 5000);
   sqlite3_stmt* stmt = nullptr;
   REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK);
   REQUIRE(sqlite3_step(stmt) == SQLITE_ROW);
@@ -103,7 +108,117 @@ std::int64_t StoreInt(const std::string& path, const std::string& sql) {
   return v;
 }
 
+// Runs SQL on the router's store from a connection of the test's own (waits for the router's writes).
+void StoreExec(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  sqlite3_busy_timeout(db, 5000);
+  char* error = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error);
+  INFO(sql << ": " << (error ? error : ""));
+  sqlite3_free(error);
+  sqlite3_close(db);
+  REQUIRE(rc == SQLITE_OK);
+}
+
+// The LocalBackend, looking at the store whenever the Router waits for a Session, which it does just
+// before it submits a turn's prompt: how many turns had committed by then.
+class StoreWatchingBackend : public SessionBackend {
+ public:
+  StoreWatchingBackend(std::unique_ptr<SessionBackend> inner, std::string db) : inner_(std::move(inner)), db_(std::move(db)) {}
+  Context& GetContext() const noexcept override { return inner_->GetContext(); }
+  std::string Describe() const override { return inner_->Describe(); }
+  void AsyncEnsure(std::string name, SessionSpec spec, BackendHandler<EnsureResult> handler) override {
+    inner_->AsyncEnsure(std::move(name), std::move(spec), std::move(handler));
+  }
+  void AsyncWaitReady(std::string name, std::chrono::steady_clock::time_point deadline, ReadyProgress progress,
+                      CancellationToken cancel, BackendHandler<ReadyTarget> handler) override {
+    turns_at_wait.push_back(StoreInt(db_, "SELECT count(*) FROM turns"));
+    inner_->AsyncWaitReady(std::move(name), deadline, std::move(progress), std::move(cancel), std::move(handler));
+  }
+  void AsyncGet(std::string name, BackendHandler<SessionInfo> handler) override {
+    inner_->AsyncGet(std::move(name), std::move(handler));
+  }
+  void AsyncList(std::string selector, BackendHandler<std::vector<SessionInfo>> handler) override {
+    inner_->AsyncList(std::move(selector), std::move(handler));
+  }
+  void AsyncSuspend(std::string name, BackendHandler<SessionInfo> handler) override {
+    inner_->AsyncSuspend(std::move(name), std::move(handler));
+  }
+  void AsyncResume(std::string name, BackendHandler<SessionInfo> handler) override {
+    inner_->AsyncResume(std::move(name), std::move(handler));
+  }
+  void AsyncDelete(std::string name, BackendStatusHandler handler) override {
+    inner_->AsyncDelete(std::move(name), std::move(handler));
+  }
+  void AsyncAnnotate(std::string name, std::map<std::string, std::optional<std::string>> annotations,
+                     BackendHandler<SessionInfo> handler) override {
+    inner_->AsyncAnnotate(std::move(name), std::move(annotations), std::move(handler));
+  }
+
+  std::vector<std::int64_t> turns_at_wait;  // on the router's strand only, read after the turn
+
+ private:
+  std::unique_ptr<SessionBackend> inner_;
+  const std::string db_;
+};
+
 }  // namespace
+
+TEST_CASE("router: a turn's start is committed before its prompt, its reply before the reply is sent",
+          "[routing][router]") {
+  TempRoot root;
+  const std::string db = root.path() + "/router.db";
+  StoreWatchingBackend* watching = nullptr;
+  Rig rig(root, ThreadedCaps(), "echo", {}, {}, [&](std::unique_ptr<SessionBackend> inner) {
+    auto w = std::make_unique<StoreWatchingBackend>(std::move(inner), db);
+    watching = w.get();
+    return std::unique_ptr<SessionBackend>(std::move(w));
+  });
+  // What another connection sees of the store as each post or edit goes out.
+  std::mutex mu;
+  std::vector<std::pair<std::string, std::int64_t>> outbox_at_send;  // text, outbox rows
+  rig.adapter.on_send = [&](const SentOp& op) {
+    const auto rows = StoreInt(db, "SELECT count(*) FROM outbox");
+    std::lock_guard lock(mu);
+    outbox_at_send.emplace_back(op.text, rows);
+  };
+  REQUIRE(rig.Send(Msg("1", "hello")));
+  REQUIRE(rig.WaitDelivered(1));
+  rig.router.reset();  // its strand's work done: the watcher's records are complete
+  REQUIRE(watching->turns_at_wait.size() == 1);
+  CHECK(watching->turns_at_wait[0] == 1);  // the turn's record was in the file before its prompt went out
+  std::lock_guard lock(mu);
+  // The last send showing the reply is the reply itself (progress edits before it show its tail).
+  std::optional<std::int64_t> rows_at_reply;
+  for (const auto& [text, rows] : outbox_at_send) {
+    if (text.find("echo #1:") != std::string::npos) rows_at_reply = rows;
+  }
+  REQUIRE(rows_at_reply.has_value());
+  CHECK(*rows_at_reply == 1);  // the stored reply was in the file before it was sent
+}
+
+TEST_CASE("router: a failed commit of written-behind records removes a delivered reply's outbox row again",
+          "[routing][router]") {
+  TempRoot root;
+  const std::string db = root.path() + "/router.db";
+  Rig rig(root);
+  // The delivered reply's records fail their commit: indexing the placeholder as the reply writes a
+  // row that breaks a deferred foreign key, which SQLite checks at COMMIT. The removal of the outbox
+  // row, run again on its own, does not touch that table, and commits.
+  StoreExec(db, R"sql(
+    CREATE TABLE parent (id INTEGER PRIMARY KEY);
+    CREATE TABLE child (pid INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED);
+    CREATE TRIGGER break_the_pass AFTER UPDATE ON bot_messages WHEN NEW.kind = 'reply'
+    BEGIN INSERT INTO child VALUES (42); END;)sql");
+  REQUIRE(rig.Send(Msg("1", "hello")));
+  REQUIRE(rig.WaitDelivered(1));
+  CHECK_FALSE(rig.adapter.FindMessage("echo #1:").empty());
+  rig.router.reset();
+  CHECK(StoreInt(db, "SELECT count(*) FROM outbox") == 0);
+  CHECK(StoreInt(db, "SELECT count(*) FROM child") == 0);
+  CHECK(StoreInt(db, "SELECT count(*) FROM bot_messages WHERE kind = 'reply'") == 0);  // that record was lost
+}
 
 TEST_CASE("router: what it writes behind (a placeholder's ids, a delivered reply) commits while it runs",
           "[routing][router]") {

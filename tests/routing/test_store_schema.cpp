@@ -143,9 +143,12 @@ TEST_CASE("store schema: a v3 store keeps its bounded rows, their order and thei
     CHECK(raw.Int("SELECT count(*) FROM sqlite_schema WHERE name = 'row_counts' OR type = 'trigger'") == 0);
     CHECK(raw.Int("SELECT count(*) FROM sqlite_schema WHERE name = 'bot_messages_by_session'") == 1);
     CHECK(raw.Int("SELECT seq FROM bot_messages WHERE message_id = 'c'") == 12);
-    // The kind is still checked.
+    // The kind is still checked, and (chat, message_id) still unique (its index made the lookups).
     CHECK_FALSE(raw.TryExec("INSERT INTO bot_messages (platform, workspace, chat, message_id, session, kind) "
                             "VALUES ('slack', 'T1', 'C1', 'x', 's', 'bogus')"));
+    CHECK_FALSE(raw.TryExec("INSERT INTO bot_messages (platform, workspace, chat, message_id, session, kind) "
+                            "VALUES ('slack', 'T1', 'C1', 'a', 's', 'note')"));
+    CHECK(raw.Int("SELECT count(*) FROM pragma_index_list('bot_messages') WHERE \"unique\" = 1") == 1);
   }
   const ChatRef chat{"slack", "T1", "C1"};
   CHECK((*store->FindBotMessage(chat, "b"))->kind == BotMessageKind::placeholder);

@@ -206,6 +206,24 @@ TEST_CASE("store: the dedupe bound counts only what committed, across rollbacks 
   CHECK_FALSE(*store->Forget(DedupeKind::event, "Ev1"));
   CHECK(*store->Forget(DedupeKind::event, "Ev2"));  // one below the bound now
 
+  // Inside a batch, a call that fails undoes only its own writes (a savepoint's rollback): the count
+  // is taken again and stays the file's.
+  {
+    RawDb raw(path);
+    raw.Exec("CREATE TRIGGER fail_inbox BEFORE INSERT ON inbox BEGIN SELECT RAISE(ABORT, 'injected failure'); END");
+  }
+  REQUIRE(store->BeginBatch("test batch"));
+  REQUIRE_FALSE(store->AcceptMessage(Thread(), "sess", Message("x", "8"), Keys("Ev8", "M8"), At(1)));
+  REQUIRE(store->CommitBatch());
+  {
+    RawDb raw(path);
+    raw.Exec("DROP TRIGGER fail_inbox");
+    CHECK(raw.Int("SELECT count(*) FROM dedupe WHERE key = 'M8'") == 0);
+  }
+  CHECK_FALSE(*store->SeenOrRemember(DedupeKind::message, "M4"));  // past the bound by one: M2 goes
+  CHECK_FALSE(*store->Forget(DedupeKind::message, "M2"));
+  CHECK(*store->SeenOrRemember(DedupeKind::message, "M3"));
+
   // Reopened, the rows are counted again: one more key fits, the next evicts the oldest.
   store.reset();
   store = OpenStore(path, limits);
@@ -217,6 +235,7 @@ TEST_CASE("store: the dedupe bound counts only what committed, across rollbacks 
   RawDb raw(path);
   CHECK(raw.Int("SELECT count(*) FROM dedupe WHERE kind = 'event'") == 2);
   CHECK(raw.Int("SELECT count(*) FROM dedupe WHERE kind = 'message'") == 2);
+  CHECK(raw.Int("SELECT count(*) FROM dedupe WHERE key IN ('M3', 'M4')") == 2);
 }
 
 TEST_CASE("store: BeginTurn moves an inbox entry to the turns with its edited text", "[routing][store]") {
