@@ -9,9 +9,12 @@
 #include <fstream>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -77,6 +80,47 @@ inline InboundMessage Msg(const std::string& id, const std::string& text, const 
   m.is_private_chat = thread.empty();
   return m;
 }
+
+// A SessionBackend that hands every call to `inner`: a test's wrapper overrides the calls it watches
+// or slows down, and nothing else.
+class ForwardingBackend : public SessionBackend {
+ public:
+  explicit ForwardingBackend(std::unique_ptr<SessionBackend> inner) : inner_(std::move(inner)) {}
+  Context& GetContext() const noexcept override { return inner_->GetContext(); }
+  std::string Describe() const override { return inner_->Describe(); }
+  void AsyncEnsure(std::string name, SessionSpec spec, BackendHandler<EnsureResult> handler) override {
+    inner_->AsyncEnsure(std::move(name), std::move(spec), std::move(handler));
+  }
+  void AsyncWaitReady(std::string name, std::chrono::steady_clock::time_point deadline, ReadyProgress progress,
+                      CancellationToken cancel, BackendHandler<ReadyTarget> handler) override {
+    inner_->AsyncWaitReady(std::move(name), deadline, std::move(progress), std::move(cancel), std::move(handler));
+  }
+  void AsyncGet(std::string name, BackendHandler<SessionInfo> handler) override {
+    inner_->AsyncGet(std::move(name), std::move(handler));
+  }
+  void AsyncList(std::string selector, BackendHandler<std::vector<SessionInfo>> handler) override {
+    inner_->AsyncList(std::move(selector), std::move(handler));
+  }
+  void AsyncSuspend(std::string name, BackendHandler<SessionInfo> handler) override {
+    inner_->AsyncSuspend(std::move(name), std::move(handler));
+  }
+  void AsyncResume(std::string name, BackendHandler<SessionInfo> handler) override {
+    inner_->AsyncResume(std::move(name), std::move(handler));
+  }
+  void AsyncDelete(std::string name, BackendStatusHandler handler) override {
+    inner_->AsyncDelete(std::move(name), std::move(handler));
+  }
+  void AsyncAnnotate(std::string name, std::map<std::string, std::optional<std::string>> annotations,
+                     BackendHandler<SessionInfo> handler) override {
+    inner_->AsyncAnnotate(std::move(name), std::move(annotations), std::move(handler));
+  }
+
+ protected:
+  SessionBackend& inner() { return *inner_; }
+
+ private:
+  std::unique_ptr<SessionBackend> inner_;
+};
 
 // A router over an in-process LocalBackend in `root`.
 struct Rig {

@@ -211,15 +211,10 @@ namespace {
 // The LocalBackend, with a wake that takes as long as a cluster's: a WaitReady that reported
 // "resuming" (or, with `always`, every WaitReady) hands its target over half a second later. (A local
 // runtime starts in milliseconds, before the chat's next edit is due; a Pod takes seconds.)
-class SlowWake : public SessionBackend {
+class SlowWake : public ForwardingBackend {
  public:
   explicit SlowWake(std::unique_ptr<SessionBackend> inner, bool always = false)
-      : inner_(std::move(inner)), always_(always) {}
-  Context& GetContext() const noexcept override { return inner_->GetContext(); }
-  std::string Describe() const override { return inner_->Describe(); }
-  void AsyncEnsure(std::string name, SessionSpec spec, BackendHandler<EnsureResult> handler) override {
-    inner_->AsyncEnsure(std::move(name), std::move(spec), std::move(handler));
-  }
+      : ForwardingBackend(std::move(inner)), always_(always) {}
   void AsyncWaitReady(std::string name, std::chrono::steady_clock::time_point deadline, ReadyProgress progress,
                       CancellationToken cancel, BackendHandler<ReadyTarget> handler) override {
     auto resumed = std::make_shared<std::atomic<bool>>(always_);
@@ -227,7 +222,7 @@ class SlowWake : public SessionBackend {
       if (stage == "resuming") resumed->store(true);
       if (progress) progress(info, stage);
     };
-    inner_->AsyncWaitReady(std::move(name), deadline, std::move(seen), std::move(cancel),
+    inner().AsyncWaitReady(std::move(name), deadline, std::move(seen), std::move(cancel),
                            [this, resumed, handler = std::move(handler)](Result<ReadyTarget> target) mutable {
                              if (!resumed->load()) return handler(std::move(target));
                              auto timer = std::make_shared<asio::steady_timer>(GetContext().io(), 500ms);
@@ -235,28 +230,8 @@ class SlowWake : public SessionBackend {
                                                    const asio::error_code&) mutable { handler(std::move(target)); });
                            });
   }
-  void AsyncGet(std::string name, BackendHandler<SessionInfo> handler) override {
-    inner_->AsyncGet(std::move(name), std::move(handler));
-  }
-  void AsyncList(std::string selector, BackendHandler<std::vector<SessionInfo>> handler) override {
-    inner_->AsyncList(std::move(selector), std::move(handler));
-  }
-  void AsyncSuspend(std::string name, BackendHandler<SessionInfo> handler) override {
-    inner_->AsyncSuspend(std::move(name), std::move(handler));
-  }
-  void AsyncResume(std::string name, BackendHandler<SessionInfo> handler) override {
-    inner_->AsyncResume(std::move(name), std::move(handler));
-  }
-  void AsyncDelete(std::string name, BackendStatusHandler handler) override {
-    inner_->AsyncDelete(std::move(name), std::move(handler));
-  }
-  void AsyncAnnotate(std::string name, std::map<std::string, std::optional<std::string>> annotations,
-                     BackendHandler<SessionInfo> handler) override {
-    inner_->AsyncAnnotate(std::move(name), std::move(annotations), std::move(handler));
-  }
 
  private:
-  std::unique_ptr<SessionBackend> inner_;
   const bool always_;
 };
 

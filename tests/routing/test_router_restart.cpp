@@ -140,43 +140,19 @@ void StoreExec(const std::string& path, const std::string& sql) {
 
 // The LocalBackend, looking at the store whenever the Router waits for a Session, which it does just
 // before it submits a turn's prompt: how many turns had committed by then.
-class StoreWatchingBackend : public SessionBackend {
+class StoreWatchingBackend : public ForwardingBackend {
  public:
-  StoreWatchingBackend(std::unique_ptr<SessionBackend> inner, std::string db) : inner_(std::move(inner)), db_(std::move(db)) {}
-  Context& GetContext() const noexcept override { return inner_->GetContext(); }
-  std::string Describe() const override { return inner_->Describe(); }
-  void AsyncEnsure(std::string name, SessionSpec spec, BackendHandler<EnsureResult> handler) override {
-    inner_->AsyncEnsure(std::move(name), std::move(spec), std::move(handler));
-  }
+  StoreWatchingBackend(std::unique_ptr<SessionBackend> inner, std::string db)
+      : ForwardingBackend(std::move(inner)), db_(std::move(db)) {}
   void AsyncWaitReady(std::string name, std::chrono::steady_clock::time_point deadline, ReadyProgress progress,
                       CancellationToken cancel, BackendHandler<ReadyTarget> handler) override {
     turns_at_wait.push_back(StoreIntOffThread(db_, "SELECT count(*) FROM turns"));
-    inner_->AsyncWaitReady(std::move(name), deadline, std::move(progress), std::move(cancel), std::move(handler));
-  }
-  void AsyncGet(std::string name, BackendHandler<SessionInfo> handler) override {
-    inner_->AsyncGet(std::move(name), std::move(handler));
-  }
-  void AsyncList(std::string selector, BackendHandler<std::vector<SessionInfo>> handler) override {
-    inner_->AsyncList(std::move(selector), std::move(handler));
-  }
-  void AsyncSuspend(std::string name, BackendHandler<SessionInfo> handler) override {
-    inner_->AsyncSuspend(std::move(name), std::move(handler));
-  }
-  void AsyncResume(std::string name, BackendHandler<SessionInfo> handler) override {
-    inner_->AsyncResume(std::move(name), std::move(handler));
-  }
-  void AsyncDelete(std::string name, BackendStatusHandler handler) override {
-    inner_->AsyncDelete(std::move(name), std::move(handler));
-  }
-  void AsyncAnnotate(std::string name, std::map<std::string, std::optional<std::string>> annotations,
-                     BackendHandler<SessionInfo> handler) override {
-    inner_->AsyncAnnotate(std::move(name), std::move(annotations), std::move(handler));
+    inner().AsyncWaitReady(std::move(name), deadline, std::move(progress), std::move(cancel), std::move(handler));
   }
 
   std::vector<std::int64_t> turns_at_wait;  // on the router's strand only, read after the turn
 
  private:
-  std::unique_ptr<SessionBackend> inner_;
   const std::string db_;
 };
 
