@@ -141,7 +141,11 @@ Result<ParsedUpdate> ParseMessage(ParsedUpdate out, const json& m, MessageKind k
   msg.event_id = std::to_string(out.update_id);
   msg.kind = kind;
   if (auto date = IntField(m, kind == MessageKind::edited ? "edit_date" : "date")) {
-    msg.received = std::chrono::system_clock::time_point(std::chrono::seconds(*date));
+    // Unix seconds. One past what the clock can hold (its ticks overflow past about the year 2262) is
+    // not a time the platform meant: the message keeps no received time rather than a wrapped one.
+    using Clock = std::chrono::system_clock;
+    constexpr auto kMaxSeconds = std::chrono::duration_cast<std::chrono::seconds>(Clock::duration::max()).count();
+    if (*date >= 0 && *date <= kMaxSeconds) msg.received = Clock::time_point(std::chrono::seconds(*date));
   }
   const json& from = Field(m, "from");
   const json& sender_chat = Field(m, "sender_chat");
@@ -311,7 +315,8 @@ Error ErrorOf(std::string_view method, int code, std::string_view description, s
   else if (Contains(description, "not found") && Contains(description, "message to")) errc = Errc::not_found;
   else if (Contains(description, "message is too long")) errc = Errc::too_large;
   Error e(errc, what, code);
-  if (retry_after_s > 0) e.retry_after = std::chrono::seconds(retry_after_s);
+  // Capped as Slack's is (an hour): a larger value from the wire would overflow the wait, not mean it.
+  if (retry_after_s > 0) e.retry_after = std::chrono::seconds(std::min<std::int64_t>(retry_after_s, 3600));
   return e;
 }
 

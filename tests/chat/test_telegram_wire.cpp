@@ -1,5 +1,8 @@
 // The Telegram wire format without I/O: updates into the router's model, Bot API answers into results
 // and errors, the HTML fallback, outbound parameters, the secret comparison (chat/telegram_wire.hpp).
+#include <cstdint>
+#include <limits>
+
 #include <catch2/catch.hpp>
 
 #include "chat/telegram_wire.hpp"
@@ -48,6 +51,18 @@ TEST_CASE("telegram wire: a private message becomes an InboundMessage", "[chat][
   CHECK_FALSE(m.is_self);
   CHECK(m.kind == MessageKind::new_message);
   CHECK(m.received == std::chrono::system_clock::time_point(std::chrono::seconds(1700000000)));
+}
+
+TEST_CASE("telegram wire: a date the clock cannot hold leaves the received time unset", "[chat][telegram]") {
+  // Found by fuzz/telegram_update: 81,700,000,000 s overflowed the nanosecond clock.
+  for (std::int64_t date : {std::int64_t{81700000000}, std::int64_t{-5}, std::numeric_limits<std::int64_t>::max()}) {
+    auto update = PrivateMessage("hello");
+    update["message"]["date"] = date;
+    auto u = Parse(update);
+    REQUIRE(u.message);
+    CHECK(u.message->text == "hello");
+    CHECK(u.message->received == std::chrono::system_clock::time_point{});
+  }
 }
 
 TEST_CASE("telegram wire: mentions of the bot are found and removed, others kept", "[chat][telegram]") {
@@ -193,6 +208,11 @@ TEST_CASE("telegram wire: Bot API answers map to results and errors", "[chat][te
   REQUIRE_FALSE(limited);
   CHECK(limited.error().code == Errc::unavailable);
   CHECK(limited.error().retry_after == std::chrono::seconds(7));
+  // A wait past any sense is capped at an hour, not overflowed.
+  auto absurd = tg::ReadResponse(
+      "sendMessage", 429, R"({"ok":false,"error_code":429,"description":"x","parameters":{"retry_after":9223372036854775807}})");
+  REQUIRE_FALSE(absurd);
+  CHECK(absurd.error().retry_after == std::chrono::hours(1));
 
   auto gone = tg::ReadResponse("editMessageText", 400,
                                R"({"ok":false,"error_code":400,"description":"Bad Request: message to edit not found"})");
