@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <unordered_map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -197,9 +198,11 @@ class RouterStore {
   Result<bool> SeenOrRemember(DedupeKind kind, std::string_view key);
   Result<bool> Forget(DedupeKind kind, std::string_view key);  // true when it was there
 
-  // A batch: the store's calls until CommitBatch are one transaction (each call's own transaction a
-  // savepoint in it), so a burst of messages costs one commit. A failed call undoes only its own
-  // writes. AbortBatch (or a batch still open when the store closes) rolls all of it back.
+  // A batch: the store's calls until CommitBatch are one transaction, so a burst of messages costs
+  // one commit. A call that fails before it writes (every expected refusal: not found, a duplicate, a
+  // deleted entry) leaves the batch as it was. One that fails after it wrote (SQLite's own errors
+  // only) spoils it: later calls in it fail, and CommitBatch rolls all of it back and says why.
+  // AbortBatch (or a batch still open when the store closes) rolls all of it back.
   // Errc::invalid_argument when a batch is open already.
   Status BeginBatch(std::string_view op);
   Status CommitBatch();
@@ -266,6 +269,7 @@ class RouterStore {
   Status EvictDedupe(DedupeKind kind);
   // Inserts a dedupe key unless it is there; `added` says which, and the count follows.
   Status RememberKey(std::string_view op, DedupeKind kind, std::string_view key, bool* added);
+  Status ForgetRows(std::span<const std::int64_t> seqs);  // dedupe rows by seq, their counts moved
 
   // The rows of the bounded tables, which eviction compares with their bounds. Kept in memory: counted
   // (an index scan each) at the first write and again after any rollback (Db::rollbacks), and moved by
@@ -277,6 +281,17 @@ class RouterStore {
   };
   Result<RowCounts*> Counts();
 
+  // Thread bindings and current Sessions as last read or written here, by key (KeyOf): the router
+  // looks one up for every message. Only this store writes them (the file is locked), so an entry is
+  // the file's until a rollback, which drops them all (Db::rollbacks), as does reaching the bound.
+  struct RouteCache {
+    std::unordered_map<std::string, Binding> bindings;
+    std::unordered_map<std::string, std::string> current;
+    std::uint64_t at = 0;  // db_->rollbacks() when it was last known right
+  };
+  static constexpr std::size_t kRouteCacheEntries = 8192;
+  RouteCache& Routes();
+
   std::string path_;
   StoreLimits limits_;
   std::unique_ptr<Db> db_;
@@ -284,6 +299,7 @@ class RouterStore {
   int lock_fd_ = -1;  // flock(LOCK_EX) on <path>.lock, held while open
   RowCounts counts_;
   std::optional<std::uint64_t> counted_at_;  // db_->rollbacks() when counts_ was taken; none: never
+  RouteCache routes_;
 };
 
 }  // namespace sessionturn::routing

@@ -37,6 +37,20 @@ Result<std::int64_t> CountRows(Db& db, std::string_view sql, std::string_view ki
   return *row ? q->Int(0) : 0;
 }
 
+std::string KeyOf(const ThreadRef& t) {
+  return t.platform + '\x1f' + t.workspace + '\x1f' + t.chat + '\x1f' + t.thread;
+}
+
+std::string KeyOf(const ChatRef& c) {
+  return c.platform + '\x1f' + c.workspace + '\x1f' + c.chat;
+}
+
+template <typename Map, typename Value>
+void Remember(Map& map, std::string key, Value value, std::size_t bound) {
+  if (map.size() >= bound && !map.count(key)) map.clear();  // a working set refills it
+  map.insert_or_assign(std::move(key), std::move(value));
+}
+
 std::string Describe(const ThreadRef& t) {
   return t.platform + " " + (t.workspace.empty() ? "" : t.workspace + "/") + t.chat +
          (t.thread.empty() ? "" : " thread " + t.thread);
@@ -58,6 +72,15 @@ std::string_view ToString(DedupeKind kind) noexcept {
   return kind == DedupeKind::event ? "event" : "message";
 }
 
+RouterStore::RouteCache& RouterStore::Routes() {
+  if (routes_.at != db_->rollbacks()) {
+    routes_.bindings.clear();
+    routes_.current.clear();
+    routes_.at = db_->rollbacks();
+  }
+  return routes_;
+}
+
 Status RouterStore::BindThread(const Binding& b) {
   auto q = db_->Query("BindThread", R"sql(
     INSERT INTO bindings (platform, workspace, chat, thread, session, created_ms, context_sent)
@@ -66,10 +89,18 @@ Status RouterStore::BindThread(const Binding& b) {
     DO UPDATE SET session = excluded.session, created_ms = excluded.created_ms,
                   context_sent = excluded.context_sent)sql");
   if (!q) return Fail(q.error());
-  return q->Bind(b.thread, b.session, b.created, b.context_sent).Run();
+  RouteCache& cache = Routes();
+  if (auto st = q->Bind(b.thread, b.session, b.created, b.context_sent).Run(); !st) return st;
+  Binding stored = b;
+  stored.created = FromUnixMs(ToUnixMs(b.created));  // as it reads back
+  Remember(cache.bindings, KeyOf(b.thread), std::move(stored), kRouteCacheEntries);
+  return {};
 }
 
 Result<std::optional<Binding>> RouterStore::FindBinding(const ThreadRef& thread) {
+  RouteCache& cache = Routes();
+  std::string key = KeyOf(thread);
+  if (auto hit = cache.bindings.find(key); hit != cache.bindings.end()) return std::optional<Binding>(hit->second);
   auto q = db_->Query("FindBinding", R"sql(
     SELECT session, created_ms, context_sent FROM bindings
     WHERE platform = ?1 AND workspace = ?2 AND chat = ?3 AND thread = ?4)sql");
@@ -77,7 +108,9 @@ Result<std::optional<Binding>> RouterStore::FindBinding(const ThreadRef& thread)
   auto row = q->Bind(thread).Step();
   if (!row) return Fail(row.error());
   if (!*row) return std::optional<Binding>();
-  return Binding{thread, q->Text(0), q->Time(1), q->Int(2) != 0};
+  Binding found{thread, q->Text(0), q->Time(1), q->Int(2) != 0};
+  Remember(cache.bindings, std::move(key), found, kRouteCacheEntries);
+  return std::optional<Binding>(std::move(found));
 }
 
 Status RouterStore::SetContextSent(const ThreadRef& thread) {
@@ -85,8 +118,10 @@ Status RouterStore::SetContextSent(const ThreadRef& thread) {
     UPDATE bindings SET context_sent = 1
     WHERE platform = ?1 AND workspace = ?2 AND chat = ?3 AND thread = ?4)sql");
   if (!q) return Fail(q.error());
+  RouteCache& cache = Routes();
   if (auto st = q->Bind(thread).Run(); !st) return st;
   if (db_->Changes() == 0) return Fail(NotFound(Describe(thread) + " is not bound to a Session"));
+  if (auto hit = cache.bindings.find(KeyOf(thread)); hit != cache.bindings.end()) hit->second.context_sent = true;
   return {};
 }
 
@@ -110,6 +145,9 @@ Result<std::size_t> RouterStore::UnbindSession(std::string_view session) {
   }
   (*counts)->bot_messages -= db_->Changes();  // the last DELETE's
   if (auto st = tx->Commit(); !st) return Fail(st.error());
+  RouteCache& cache = Routes();
+  std::erase_if(cache.bindings, [&](const auto& e) { return e.second.session == session; });
+  std::erase_if(cache.current, [&](const auto& e) { return e.second == session; });
   return removed;
 }
 
@@ -144,20 +182,27 @@ Status RouterStore::SetCurrent(const ChatRef& chat, std::string_view session) {
     WHERE platform = ?1 AND workspace = ?2 AND chat = ?3 AND session = ?4
     ON CONFLICT (platform, workspace, chat) DO UPDATE SET session = excluded.session)sql");
   if (!q) return Fail(q.error());
+  RouteCache& cache = Routes();
   if (auto st = q->Bind(chat, session).Run(); !st) return st;
   if (db_->Changes() == 0)
     return Fail(NotFound("Session " + std::string(session) + " is not one of " + Describe(chat) + "'s Sessions"));
+  Remember(cache.current, KeyOf(chat), std::string(session), kRouteCacheEntries);
   return {};
 }
 
 Result<std::optional<std::string>> RouterStore::Current(const ChatRef& chat) {
+  RouteCache& cache = Routes();
+  std::string key = KeyOf(chat);
+  if (auto hit = cache.current.find(key); hit != cache.current.end()) return std::optional<std::string>(hit->second);
   auto q = db_->Query("Current", R"sql(
     SELECT session FROM current_sessions WHERE platform = ?1 AND workspace = ?2 AND chat = ?3)sql");
   if (!q) return Fail(q.error());
   auto row = q->Bind(chat).Step();
   if (!row) return Fail(row.error());
   if (!*row) return std::optional<std::string>();
-  return std::optional<std::string>(q->Text(0));
+  std::string session = q->Text(0);
+  Remember(cache.current, std::move(key), session, kRouteCacheEntries);
+  return std::optional<std::string>(std::move(session));
 }
 
 Result<std::optional<std::string>> RouterStore::Cursor(std::string_view name) {
@@ -253,6 +298,20 @@ Status RouterStore::EvictDedupe(DedupeKind kind) {
   if (auto st = evict->Bind(ToString(kind), excess).Run(); !st) return st;
   n -= db_->Changes();
   if (db_->Changes() != excess) counted_at_.reset();  // the count was off: taken again next time
+  return {};
+}
+
+Status RouterStore::ForgetRows(std::span<const std::int64_t> seqs) {
+  if (seqs.empty()) return {};
+  auto counts = Counts();
+  if (!counts) return Fail(counts.error());
+  for (std::int64_t seq : seqs) {
+    auto q = db_->Query("forget dedupe keys", "DELETE FROM dedupe WHERE seq = ?1 RETURNING kind");
+    if (!q) return Fail(q.error());
+    auto row = q->Bind(seq).Step();
+    if (!row) return Fail(row.error());
+    if (*row) --(*counts)->Dedupe(q->Text(0) == "event" ? DedupeKind::event : DedupeKind::message);
+  }
   return {};
 }
 

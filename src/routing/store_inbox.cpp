@@ -1,5 +1,7 @@
 // The store's work in progress, first half (store.hpp): the inbox of accepted messages, accepting a
 // delivery with its dedupe keys in one transaction, and moving an entry to the in-flight turns.
+#include <algorithm>
+
 #include "routing/store.hpp"
 #include "routing/store_json.hpp"
 #include "routing/store_sqlite.hpp"
@@ -76,25 +78,33 @@ Result<std::optional<std::int64_t>> RouterStore::AcceptMessage(const ThreadRef& 
   using Accepted = std::optional<std::int64_t>;
   auto tx = Transaction::Begin(*db_, "AcceptMessage");
   if (!tx) return Fail(tx.error());
-  // Every key is looked at before any is written: a redelivery leaves no trace, not even the keys
-  // it brought that were new (a later delivery of the same message then still matches the old one).
-  for (const DedupeKey& k : keys) {
-    auto seen = db_->Query("AcceptMessage", "SELECT 1 FROM dedupe WHERE kind = ?1 AND key = ?2");
-    if (!seen) return Fail(seen.error());
-    auto row = seen->Bind(ToString(k.kind), k.key).Step();
-    if (!row) return Fail(row.error());
-    if (*row) {
-      // A redelivery: nothing was written, and the empty commit costs nothing (a rollback would make
-      // the store count its bounded tables again).
-      if (auto st = tx->Commit(); !st) return Fail(st.error());
-      return Accepted();
-    }
-  }
+  // Each key is remembered unless it is there already, which makes this a redelivery. The keys that
+  // redelivery brought new are forgotten again: it leaves no trace (a later delivery of the same
+  // message then still matches the old one), and the commit of nothing costs nothing (a rollback
+  // would make the store count its bounded tables again).
+  std::vector<std::int64_t> added;
+  added.reserve(keys.size());
   bool kinds[2] = {false, false};
-  for (const DedupeKey& k : keys) {
-    bool added = false;
-    if (auto st = RememberKey("AcceptMessage", k.kind, k.key, &added); !st) return Fail(st.error());
+  bool redelivery = false;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const DedupeKey& k = keys[i];
+    // A key listed twice is one key: its second insert would find this call's first.
+    if (std::any_of(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(i),
+                    [&k](const DedupeKey& e) { return e.kind == k.kind && e.key == k.key; }))
+      continue;
+    bool is_new = false;
+    if (auto st = RememberKey("AcceptMessage", k.kind, k.key, &is_new); !st) return Fail(st.error());
+    if (!is_new) {
+      redelivery = true;
+      break;
+    }
+    added.push_back(db_->LastInsertId());
     kinds[k.kind == DedupeKind::event ? 0 : 1] = true;
+  }
+  if (redelivery) {
+    if (auto st = ForgetRows(added); !st) return Fail(st.error());
+    if (auto st = tx->Commit(); !st) return Fail(st.error());
+    return Accepted();
   }
   if (kinds[0]) {
     if (auto st = EvictDedupe(DedupeKind::event); !st) return Fail(st.error());

@@ -97,7 +97,7 @@ Status Configure(Db& db, const StoreLimits& limits) {
                                     journal_mode + "\"): put the store on a local disk");
   }
   if (auto st = db.Exec("set synchronous", "PRAGMA synchronous = NORMAL"); !st) return st;
-  // A batch's calls are savepoints: their statement journals stay in memory, not in temp files.
+  // A statement inside a batch keeps its statement journal in memory, not in a temp file.
   if (auto st = db.Exec("keep temporary data in memory", "PRAGMA temp_store = MEMORY"); !st) return st;
   // A big batch grows the WAL past the checkpoint size; after the checkpoint it shrinks back to 4 MiB.
   if (auto st = db.Exec("bound the WAL", "PRAGMA journal_size_limit = 4194304"); !st) return st;

@@ -139,15 +139,31 @@ ChatRef Stmt::Chat(int col) const {
 }
 
 Result<Transaction> Transaction::Begin(Db& db, std::string_view op) {
-  const bool nested = sqlite3_get_autocommit(db.handle()) == 0;
-  auto begin = db.Query(op, nested ? "SAVEPOINT st_nested" : "BEGIN IMMEDIATE");
+  if (sqlite3_get_autocommit(db.handle()) == 0) {
+    if (db.spoiled()) {
+      return Fail(Errc::io_error, "router store " + db.path() + ": " + std::string(op) +
+                                      ": the transaction it would join can only be rolled back: " + *db.spoiled());
+    }
+    return Transaction(db, op, true, sqlite3_total_changes64(db.handle()));
+  }
+  auto begin = db.Query(op, "BEGIN IMMEDIATE");
   if (!begin) return Fail(begin.error());
   if (auto st = begin->Run(); !st) return Fail(st.error());
-  return Transaction(db, op, nested);
+  db.ClearSpoiled();
+  return Transaction(db, op, false, 0);
 }
 
 Status Transaction::Commit() {
-  auto commit = db_->Query(op_, nested_ ? "RELEASE st_nested" : "COMMIT");
+  if (nested_) {
+    db_ = nullptr;  // its writes are the outer transaction's now
+    return {};
+  }
+  if (db_->spoiled()) {
+    Error why(Errc::io_error, "router store " + db_->path() + ": " + std::string(op_) +
+                                  ": rolled back, not committed: " + *db_->spoiled());
+    return Fail(std::move(why));  // the destructor rolls it back
+  }
+  auto commit = db_->Query(op_, "COMMIT");
   if (!commit) return Fail(commit.error());
   if (auto st = commit->Run(); !st) return st;  // still open: the destructor rolls it back
   db_ = nullptr;
@@ -156,16 +172,23 @@ Status Transaction::Commit() {
 
 Transaction::~Transaction() {
   if (!db_) return;  // committed, or moved from
-  db_->NoteRollback();
-  // SQLite rolls back by itself after some failures (a full disk): then there is nothing left to end.
-  if (sqlite3_get_autocommit(db_->handle())) return;
+  sqlite3* handle = db_->handle();
   if (nested_) {
-    // Undoes this savepoint's writes and pops it; the outer transaction goes on.
-    if (auto undo = db_->Query(op_, "ROLLBACK TO st_nested")) (void)undo->Run();
-    if (auto pop = db_->Query(op_, "RELEASE st_nested")) (void)pop->Run();
+    // SQLite may have rolled the outer transaction back by itself (a full disk); or this call wrote
+    // before it failed, and nothing undoes only its own writes.
+    if (sqlite3_get_autocommit(handle)) {
+      db_->Spoil(std::string(op_) + " failed, and SQLite rolled the transaction back");
+    } else if (sqlite3_total_changes64(handle) != changes_) {
+      db_->Spoil(std::string(op_) + " failed after it had written part of its change");
+    }
     return;
   }
-  if (auto rollback = db_->Query(op_, "ROLLBACK")) (void)rollback->Run();
+  db_->NoteRollback();
+  // SQLite rolls back by itself after some failures (a full disk): then there is nothing left to end.
+  if (!sqlite3_get_autocommit(handle)) {
+    if (auto rollback = db_->Query(op_, "ROLLBACK")) (void)rollback->Run();
+  }
+  db_->ClearSpoiled();
 }
 
 }  // namespace sessionturn::routing

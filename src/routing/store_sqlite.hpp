@@ -48,6 +48,13 @@ class Db {
   // about the file's rows is stale when this moved.
   std::uint64_t rollbacks() const noexcept { return rollbacks_; }
   void NoteRollback() noexcept { ++rollbacks_; }
+  // Set when a call joined to the open transaction failed after it wrote (Transaction): that
+  // transaction can then only be rolled back, and says why. Cleared when the next one begins.
+  const std::optional<std::string>& spoiled() const noexcept { return spoiled_; }
+  void Spoil(std::string why) {
+    if (!spoiled_) spoiled_ = std::move(why);
+  }
+  void ClearSpoiled() noexcept { spoiled_.reset(); }
 
  private:
   Db(std::string path, sqlite3* db) : path_(std::move(path)), db_(db) {}
@@ -57,6 +64,7 @@ class Db {
   // Keyed by the query's text (a literal at its one call site), so one query is one statement.
   std::unordered_map<std::string_view, sqlite3_stmt*> cache_;
   std::uint64_t rollbacks_ = 0;
+  std::optional<std::string> spoiled_;
 };
 
 // A cached statement in use: bind, step, read; reset and unbound when it goes, so the next use of
@@ -109,13 +117,19 @@ class Stmt {
 
 // BEGIN IMMEDIATE ... COMMIT; rolled back when it goes uncommitted (an early return on an error).
 // IMMEDIATE takes the write lock at the start, so a transaction never fails half-way on a busy lock.
+//
+// Inside a transaction already (a batch of the router's), it joins that one instead: no savepoint,
+// whose copy of every page it touches into a statement journal cost a third of a message's intake.
+// Every store call checks before it writes, so a joined call that fails has mostly written nothing
+// and leaves the outer transaction as it was. One that fails after it wrote (only SQLite's own
+// errors: I/O, a full disk, memory, a broken constraint) spoils the outer transaction: its Commit then
+// rolls everything back and fails with the reason, and every call that tries to join it fails too.
 class Transaction {
  public:
-  // BEGIN IMMEDIATE; inside a transaction already (a batch of the router's), a SAVEPOINT: its
-  // Commit releases it into the outer transaction and its rollback undoes only its own writes.
   static Result<Transaction> Begin(Db& db, std::string_view op);
   ~Transaction();
-  Transaction(Transaction&& other) noexcept : db_(other.db_), op_(other.op_), nested_(other.nested_) {
+  Transaction(Transaction&& other) noexcept
+      : db_(other.db_), op_(other.op_), nested_(other.nested_), changes_(other.changes_) {
     other.db_ = nullptr;
   }
   Transaction(const Transaction&) = delete;
@@ -125,10 +139,12 @@ class Transaction {
   Status Commit();
 
  private:
-  Transaction(Db& db, std::string_view op, bool nested) : db_(&db), op_(op), nested_(nested) {}
+  Transaction(Db& db, std::string_view op, bool nested, std::int64_t changes)
+      : db_(&db), op_(op), nested_(nested), changes_(changes) {}
   Db* db_;
   std::string_view op_;
   bool nested_;
+  std::int64_t changes_;  // the connection's total changes when a joined call began
 };
 
 }  // namespace sessionturn::routing

@@ -35,6 +35,47 @@ TEST_CASE("store: a thread binding is found, replaced and marked context-sent", 
   CHECK_THAT(missing.error().message, Catch::Contains("C123 thread other is not bound"));
 }
 
+TEST_CASE("store: bindings and current Sessions read from memory are the file's, also after a rollback",
+          "[routing][store]") {
+  Fixture f;
+  auto& s = *f.store;
+  const ChatRef chat{"telegram", "", "-1001"};
+  REQUIRE(s.BindThread(Binding{Thread(), "kept", At(1000), false}));
+  REQUIRE(s.AddChatSession(ChatSession{chat, "kept", At(1), ""}));
+  REQUIRE(s.AddChatSession(ChatSession{chat, "undone", At(2), ""}));
+  REQUIRE(s.SetCurrent(chat, "kept"));
+  CHECK((*s.FindBinding(Thread()))->session == "kept");
+  CHECK(**s.Current(chat) == "kept");
+
+  // Written in a batch that is rolled back: what is read next is the file's again.
+  REQUIRE(s.BeginBatch("test batch"));
+  REQUIRE(s.BindThread(Binding{Thread(), "undone", At(2000), true}));
+  REQUIRE(s.BindThread(Binding{Thread("new"), "undone", At(2000), false}));
+  REQUIRE(s.SetCurrent(chat, "undone"));
+  CHECK((*s.FindBinding(Thread()))->session == "undone");
+  CHECK(**s.Current(chat) == "undone");
+  s.AbortBatch();
+  CHECK(**s.FindBinding(Thread()) == Binding{Thread(), "kept", At(1000), false});
+  CHECK_FALSE(s.FindBinding(Thread("new"))->has_value());
+  CHECK(**s.Current(chat) == "kept");
+
+  // Past the bound of what is kept in memory, every binding still reads right.
+  REQUIRE(s.BeginBatch("many threads"));
+  for (int i = 0; i < 8300; ++i) {
+    REQUIRE(s.BindThread(Binding{Thread("t" + std::to_string(i)), "s" + std::to_string(i), At(i), false}));
+  }
+  REQUIRE(s.CommitBatch());
+  for (int i = 0; i < 8300; i += 97) CHECK((*s.FindBinding(Thread("t" + std::to_string(i))))->session == "s" + std::to_string(i));
+  CHECK((*s.FindBinding(Thread("t8299")))->session == "s8299");
+  CHECK((*s.FindBinding(Thread()))->session == "kept");
+
+  // A reopened store reads them from the file.
+  f.store.reset();
+  auto again = OpenStore(f.path);
+  CHECK((*again->FindBinding(Thread("t42")))->session == "s42");
+  CHECK(**again->Current(chat) == "kept");
+}
+
 TEST_CASE("store: a chat's Sessions are listed oldest first and the current one must be one of them",
           "[routing][store]") {
   Fixture f;

@@ -206,20 +206,37 @@ TEST_CASE("store: the dedupe bound counts only what committed, across rollbacks 
   CHECK_FALSE(*store->Forget(DedupeKind::event, "Ev1"));
   CHECK(*store->Forget(DedupeKind::event, "Ev2"));  // one below the bound now
 
-  // Inside a batch, a call that fails undoes only its own writes (a savepoint's rollback): the count
-  // is taken again and stays the file's.
+  // Inside a batch, a call that fails after it wrote (its keys, then the inbox row) spoils the batch:
+  // later calls fail with the reason, the commit rolls everything back (the key remembered before it
+  // too), and the count is taken again and stays the file's.
   {
     RawDb raw(path);
     raw.Exec("CREATE TRIGGER fail_inbox BEFORE INSERT ON inbox BEGIN SELECT RAISE(ABORT, 'injected failure'); END");
   }
   REQUIRE(store->BeginBatch("test batch"));
-  REQUIRE_FALSE(store->AcceptMessage(Thread(), "sess", Message("x", "8"), Keys("Ev8", "M8"), At(1)));
-  REQUIRE(store->CommitBatch());
+  CHECK_FALSE(*store->SeenOrRemember(DedupeKind::message, "M7"));
+  auto failed = store->AcceptMessage(Thread(), "sess", Message("x", "8"), Keys("Ev8", "M8"), At(1));
+  REQUIRE_FALSE(failed);
+  CHECK_THAT(failed.error().message, Catch::Contains("injected failure"));
+  auto after = store->SeenOrRemember(DedupeKind::message, "M9");
+  REQUIRE_FALSE(after);
+  CHECK_THAT(after.error().message, Catch::Contains("AcceptMessage failed after it had written part of its change"));
+  auto commit = store->CommitBatch();
+  REQUIRE_FALSE(commit);
+  CHECK(commit.error().code == Errc::io_error);
+  CHECK_THAT(commit.error().message, Catch::Contains("rolled back, not committed: AcceptMessage failed after"));
+  CHECK_FALSE(store->InBatch());
   {
     RawDb raw(path);
     raw.Exec("DROP TRIGGER fail_inbox");
-    CHECK(raw.Int("SELECT count(*) FROM dedupe WHERE key = 'M8'") == 0);
+    CHECK(raw.Int("SELECT count(*) FROM dedupe WHERE key IN ('M7', 'M8', 'Ev8', 'M9')") == 0);
   }
+  // The next batch is not spoiled, and a call that fails before it writes leaves it as it was.
+  REQUIRE(store->BeginBatch("test batch"));
+  CHECK(store->BeginTurn(999, "req-none", At(1)).error().code == Errc::not_found);
+  CHECK_FALSE(*store->SeenOrRemember(DedupeKind::event, "Ev7"));
+  REQUIRE(store->CommitBatch());
+  CHECK(*store->Forget(DedupeKind::event, "Ev7"));
   CHECK_FALSE(*store->SeenOrRemember(DedupeKind::message, "M4"));  // past the bound by one: M2 goes
   CHECK_FALSE(*store->Forget(DedupeKind::message, "M2"));
   CHECK(*store->SeenOrRemember(DedupeKind::message, "M3"));
@@ -504,14 +521,15 @@ TEST_CASE("store: text that is not UTF-8 is kept in plain columns and replaced i
   CHECK(e.message.text == "ok \xef\xbf\xbd\xef\xbf\xbd bad");
 }
 
-TEST_CASE("store: a batch is one transaction, and a failed call in it undoes only its own writes", "[routing][store]") {
+TEST_CASE("store: a batch is one transaction, and a call that fails before it writes leaves it as it was",
+          "[routing][store]") {
   Fixture f;
   auto& s = *f.store;
   REQUIRE(s.BeginBatch("test batch"));
   CHECK(s.InBatch());
   CHECK(s.BeginBatch("again").error().code == Errc::invalid_argument);
   const auto a = *s.AddInbox(Thread(), "sess", Message("a"), At(1));
-  // A call that fails inside the batch: its savepoint is rolled back, the batch goes on.
+  // A call that fails inside the batch before it wrote: the batch goes on.
   CHECK(s.BeginTurn(a + 100, "req-x", At(2)).error().code == Errc::not_found);
   const DedupeKey keys[] = {{DedupeKind::message, "slack|C1|m2"}};
   REQUIRE(s.AcceptMessage(Thread(), "sess", Message("b", "m2"), keys, At(3)));
