@@ -211,8 +211,9 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   }
   // Runs `writes` and commits them before it returns, with whatever was written behind before them:
   // one transaction. Inside a batch of the caller's own (a burst's intake), they join it instead. A
-  // failed call still undoes only its own writes; a failed commit undoes them all, is logged, and is
-  // returned (so that what is in memory does not move past it).
+  // call that fails before it writes leaves the rest as it was (RouterStore::BeginBatch); a failed
+  // commit undoes them all, is logged, and is returned (so that what is in memory does not move past
+  // it).
   template <typename Fn>
   Status Durably(std::string_view op, Fn&& writes) {
     const bool joined = pass_open;
@@ -268,9 +269,20 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   // ---- turns (router_turns.cpp) ----
   // Queues `w` with its receipt; `pump`: start it now if the Session and a slot are free.
   void Enqueue(routing::SessionRun& s, routing::Waiting w, bool pump = true);
+  // The Session's next waiting message, counted in flight, when it may start now; otherwise nothing
+  // (busy, empty, shutting down, or put in line for admission).
+  std::optional<routing::Waiting> TakeNext(routing::SessionRun& s);
   void Pump(routing::SessionRun& s);
   void Admit();
+  // Starts what the named Sessions have waiting, a slice of them per strand job from `from` on.
+  void StartQueued(std::shared_ptr<const std::vector<std::string>> names, std::size_t from = 0);
+  std::string NewRequestId();
+  // The turn's start in the store (not committed: the caller's Durably commits it).
+  Result<routing::TurnRecord> RecordTurn(const routing::Waiting& w, const std::string& request_id);
   void StartTurn(routing::SessionRun& s, routing::Waiting w);
+  // Runs a recorded turn; one that could not be recorded is reported in its placeholder instead.
+  void LaunchTurn(routing::SessionRun& s, routing::Waiting w, std::string request_id,
+                  Result<routing::TurnRecord> record);
   void ReadyThenRun(const std::shared_ptr<routing::TurnRun>& turn, std::function<void(Driver&)> run);
   void Submit(const std::shared_ptr<routing::TurnRun>& turn, Driver& driver);
   std::string PromptOf(const InboundMessage& message, const std::vector<ThreadHistoryMessage>& context) const;

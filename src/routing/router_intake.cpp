@@ -117,20 +117,15 @@ void Router::Impl::DrainIntake() {
   }
   // Every placeholder first, then the turns: a turn's start (its store write, Ensure, WaitReady)
   // never holds up the next message's placeholder.
-  std::vector<std::string> touched;
+  auto touched = std::make_shared<std::vector<std::string>>();
   for (auto& w : accepted) {
     if (!w) continue;
     auto it = sessions.find(w->session);
     if (it == sessions.end()) continue;
-    touched.push_back(w->session);
+    touched->push_back(w->session);
     Enqueue(*it->second, std::move(*w), /*pump=*/false);
   }
-  for (const std::string& name : touched) {
-    auto it = sessions.find(name);
-    if (it == sessions.end()) continue;
-    Pump(*it->second);
-    UpdateReceipts(*it->second);
-  }
+  if (!touched->empty()) StartQueued(std::move(touched));
   PublishGauges();
 }
 

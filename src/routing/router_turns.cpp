@@ -93,20 +93,63 @@ void Router::Impl::Enqueue(SessionRun& s, Waiting w, bool pump) {
   PublishGauges();
 }
 
-void Router::Impl::Pump(SessionRun& s) {
-  if (s.running || s.starting || s.queue.empty() || shutting_down) return;
+std::optional<Waiting> Router::Impl::TakeNext(SessionRun& s) {
+  if (s.running || s.starting || s.queue.empty() || shutting_down) return std::nullopt;
   if (in_flight >= options.max_in_flight) {
     if (!s.in_admission) {
       s.in_admission = true;
       admission.push_back(s.name);
     }
     UpdateReceipts(s);
-    return;
+    return std::nullopt;
   }
   Waiting w = std::move(s.queue.front());
   s.queue.pop_front();
   ++in_flight;
-  StartTurn(s, std::move(w));
+  return w;
+}
+
+void Router::Impl::Pump(SessionRun& s) {
+  if (auto w = TakeNext(s)) StartTurn(s, std::move(*w));
+}
+
+void Router::Impl::StartQueued(std::shared_ptr<const std::vector<std::string>> names, std::size_t from) {
+  // A slice of Sessions per strand job: a burst's turn starts (a store write, Ensure, WaitReady each)
+  // never keep the next burst's intake, and so its placeholders, waiting for more than one slice.
+  constexpr std::size_t kSlice = 32;
+  struct Start {
+    std::shared_ptr<SessionRun> session;
+    Waiting waiting;
+    std::string request_id;
+    Result<routing::TurnRecord> record = Fail(Errc::internal, "the turn was not recorded");
+  };
+  std::vector<Start> starts;
+  std::size_t next = from;
+  for (; next < names->size() && starts.size() < kSlice; ++next) {
+    auto it = sessions.find((*names)[next]);
+    if (it == sessions.end()) continue;
+    auto w = TakeNext(*it->second);
+    if (!w) {
+      UpdateReceipts(*it->second);
+      continue;
+    }
+    starts.push_back(Start{it->second, std::move(*w), NewRequestId()});
+  }
+  // The slice's turn starts are one commit, made before any of their prompts can go out.
+  if (!starts.empty()) {
+    Status committed = Durably("starting turns", [&] {
+      for (Start& st : starts) st.record = RecordTurn(st.waiting, st.request_id);
+    });
+    for (Start& st : starts) {
+      if (!committed && st.record) st.record = Fail(committed.error());
+      LaunchTurn(*st.session, std::move(st.waiting), std::move(st.request_id), std::move(st.record));
+      UpdateReceipts(*st.session);
+    }
+  }
+  if (next < names->size()) {
+    Run([names = std::move(names), next](Impl& r) { r.StartQueued(names, next); });
+  }
+  PublishGauges();
 }
 
 void Router::Impl::Admit() {
@@ -141,19 +184,29 @@ std::string Router::Impl::PromptOf(const InboundMessage& m, const std::vector<Th
   return FormatPrompt(env);
 }
 
-void Router::Impl::StartTurn(SessionRun& s, Waiting w) {
+std::string Router::Impl::NewRequestId() {
   char id[24];
   std::snprintf(id, sizeof id, "rt-%016llx", static_cast<unsigned long long>(rng()));
+  return id;
+}
+
+Result<routing::TurnRecord> Router::Impl::RecordTurn(const Waiting& w, const std::string& request_id) {
+  return store->BeginTurn(w.inbox_id, request_id, std::chrono::system_clock::now(),
+                          w.receipt ? w.receipt->message_id : std::string());
+}
+
+void Router::Impl::StartTurn(SessionRun& s, Waiting w) {
+  std::string id = NewRequestId();
   // Durable before the prompt goes out: a restart then attaches to the turn instead of sending the
   // message a second time.
   Result<routing::TurnRecord> record = Fail(Errc::internal, "the turn was not recorded");
-  if (Status committed = Durably("starting a turn", [&] {
-        record = store->BeginTurn(w.inbox_id, id, std::chrono::system_clock::now(),
-                                  w.receipt ? w.receipt->message_id : std::string());
-      });
-      !committed && record) {
+  if (Status committed = Durably("starting a turn", [&] { record = RecordTurn(w, id); }); !committed && record) {
     record = Fail(committed.error());
   }
+  LaunchTurn(s, std::move(w), std::move(id), std::move(record));
+}
+
+void Router::Impl::LaunchTurn(SessionRun& s, Waiting w, std::string id, Result<routing::TurnRecord> record) {
   if (!record) {
     Log(LogLevel::warning, "message " + w.message.message_id + " could not start: " + record.error().ToString());
     SetLive(w.receipt, "\u26A0\uFE0F This message could not be sent to the agent: " +
