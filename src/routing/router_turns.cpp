@@ -106,6 +106,7 @@ std::optional<Waiting> Router::Impl::TakeNext(SessionRun& s) {
   Waiting w = std::move(s.queue.front());
   s.queue.pop_front();
   ++in_flight;
+  s.starting = true;  // until LaunchTurn: a Session named twice in one slice of StartQueued takes one
   return w;
 }
 
@@ -207,6 +208,7 @@ void Router::Impl::StartTurn(SessionRun& s, Waiting w) {
 }
 
 void Router::Impl::LaunchTurn(SessionRun& s, Waiting w, std::string id, Result<routing::TurnRecord> record) {
+  s.starting = false;
   if (!record) {
     Log(LogLevel::warning, "message " + w.message.message_id + " could not start: " + record.error().ToString());
     SetLive(w.receipt, "\u26A0\uFE0F This message could not be sent to the agent: " +

@@ -344,6 +344,36 @@ TEST_CASE("router: the placeholder is in the thread within a second, long before
   REQUIRE(rig.WaitDelivered(1));
 }
 
+TEST_CASE("router: a burst with several messages for one Session runs them one at a time", "[routing][router]") {
+  TempRoot root;
+  const std::string script = root.File("slow.json", R"({"turns": [
+      [{"type": "sleep", "ms": 1500}, {"type": "message", "text": "first reply"}],
+      [{"type": "message", "text": "second reply"}], [{"type": "message", "text": "third reply"}]]})");
+  Rig rig(root, ThreadedCaps(), "script:" + script);
+  std::vector<std::shared_ptr<std::promise<Result<Disposition>>>> taken;
+  for (int i = 0; i < 3; ++i) {  // one thread, so one Session; handed over together, so drained together
+    auto p = std::make_shared<std::promise<Result<Disposition>>>();
+    taken.push_back(p);
+    rig.router->HandleMessage(Msg(std::to_string(i), "message " + std::to_string(i)),
+                              [p](Result<Disposition> d) { p->set_value(std::move(d)); });
+  }
+  for (auto& p : taken) {
+    auto d = p->get_future().get();
+    REQUIRE(d);
+    REQUIRE(*d == Disposition::accepted);
+  }
+  std::size_t most_in_flight = 0;
+  for (auto until = std::chrono::steady_clock::now() + 600ms; std::chrono::steady_clock::now() < until;) {
+    most_in_flight = std::max(most_in_flight, rig.router->Stats().turns_in_flight);
+    std::this_thread::sleep_for(5ms);
+  }
+  CHECK(most_in_flight == 1);
+  CHECK(rig.router->Stats().turns_waiting == 2);
+  REQUIRE(rig.WaitDelivered(3));
+  CHECK(rig.adapter.CountMessagesWith("first reply") == 1);
+  CHECK(rig.adapter.CountMessagesWith("third reply") == 1);
+}
+
 TEST_CASE("router: a burst is accepted together, and a redelivery inside the burst is still a duplicate",
           "[routing][router]") {
   TempRoot root;
