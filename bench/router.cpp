@@ -20,7 +20,8 @@
 //   K: warm rounds after the first (default 2); M: messages one at a time (default 20);
 //   --spread MS: a warm round's messages (router and bare alike) go out evenly over MS, not at once;
 //   --tmp /dev/shm takes the runtimes' fsyncs away; --unpaced: the echo's reply without its pacing;
-//   --phases: each round's span on stderr (to cut a `perf record -k CLOCK_MONOTONIC` profile by round).
+//   --phases: each round's span on stderr (to cut a `perf record -k CLOCK_MONOTONIC` profile by round);
+//     under `valgrind --tool=callgrind` also one profile part per round (the round and its settling).
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
@@ -28,6 +29,11 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#define BENCH_CALLGRIND 1
+#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -282,7 +288,17 @@ void EndRound(Context& ctx, const Cpu& cpu0, const std::string& phase, Clock::ti
   if (g_phases) {
     auto s = [](Clock::time_point t) { return std::chrono::duration<double>(t.time_since_epoch()).count(); };
     std::fprintf(stderr, "phase %s %.6f %.6f\n", phase.c_str(), s(t0), s(t1));
+#ifdef BENCH_CALLGRIND
+    CALLGRIND_DUMP_STATS_AT(phase.c_str());  // under callgrind: one profile part per round
+#endif
   }
+}
+
+// Under callgrind with --phases, a round's profile starts at its first message.
+void StartRound() {
+#ifdef BENCH_CALLGRIND
+  if (g_phases) CALLGRIND_ZERO_STATS;
+#endif
 }
 
 // The bare run: Sessions of the same backend, one Driver each, a first turn each (as the router's
@@ -321,6 +337,7 @@ Round BareRound(Context& ctx, const Drivers& drivers, int round, std::chrono::mi
   std::vector<double> lat(n);
   Tally tally;
   Round r;
+  StartRound();
   const Cpu cpu0 = ReadCpu(ctx);
   const auto t0 = Clock::now();
   for (std::size_t i = 0; i < n; ++i) {
@@ -358,6 +375,7 @@ Round RouterRound(Context& ctx, Router& router, bench::BenchAdapter& adapter, st
   Tally acks;
   const std::uint64_t delivered0 = router.Stats().replies_delivered;
   Round r;
+  StartRound();
   const Cpu cpu0 = ReadCpu(ctx);
   const auto t0 = Clock::now();
   for (std::size_t i = 0; i < n; ++i) {

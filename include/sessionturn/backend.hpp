@@ -122,6 +122,12 @@ class SessionBackend {
   virtual void AsyncAnnotate(std::string name, std::map<std::string, std::optional<std::string>> annotations,
                              BackendHandler<SessionInfo> handler) = 0;
 
+  // How long after a Session's last activity (a turn's end) it surely still serves, whatever its idle
+  // policy: a caller that sent a turn this recently may send the next one to the same connector
+  // without a WaitReady (the Router does; a connect that fails then falls back to WaitReady). Zero
+  // (the default): the backend promises nothing, every turn waits for its Session.
+  virtual std::chrono::milliseconds IdleGrace() const noexcept { return std::chrono::milliseconds{0}; }
+
   // Blocking forms (scripts, the CLI).
   Result<EnsureResult> Ensure(const std::string& name, const SessionSpec& spec);
   Result<ReadyTarget> WaitReady(const std::string& name, std::chrono::steady_clock::time_point deadline,

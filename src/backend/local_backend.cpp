@@ -114,6 +114,12 @@ class LocalBackend final : public SessionBackend {
     return std::string(core_->host->in_process() ? "local in-process (" : "local (") + core_->options.state_dir + ")";
   }
 
+  // A runtime stops itself only after suspend_after without a turn (0: never).
+  std::chrono::milliseconds IdleGrace() const noexcept override {
+    const auto after = core_->options.suspend_after;
+    return after.count() == 0 ? std::chrono::milliseconds(std::chrono::hours(24)) : std::chrono::milliseconds(after);
+  }
+
   void AsyncEnsure(std::string name, SessionSpec spec, BackendHandler<EnsureResult> handler) override {
     Job<EnsureResult>("Ensure", std::move(handler), [core = core_, name = std::move(name), spec = std::move(spec)]() {
       return Ensure(*core, name, spec);

@@ -187,6 +187,7 @@ void Router::Impl::TryCommand(const InboundMessage& m, std::size_t route, const 
         r.Note(where, info ? (suspend ? "Suspended **" : "Resumed **") + EscapeMarkdown(session) + "**."
                            : "\u26A0\uFE0F " + EscapeMarkdown(info.error().message), session, id);
       });
+      ForgetReady(session, /*drop_driver=*/false);  // the next turn looks at the Session first
       if (suspend) return backend.AsyncSuspend(session, std::move(done));
       return backend.AsyncResume(session, std::move(done));
     }
@@ -283,6 +284,7 @@ bool Router::Impl::PickerAction(const InboundAction& action) {
       Note(where, "Nothing is running in **" + EscapeMarkdown(session) + "**.", session);
     }
   } else if (verb == 'z') {
+    ForgetReady(session, /*drop_driver=*/false);  // the next turn looks at the Session first
     backend.AsyncSuspend(session, OnStrand<Result<SessionInfo>>([where, session](Impl& r, Result<SessionInfo> info) {
       r.Note(where, info ? "Suspended **" + EscapeMarkdown(session) + "**." : "\u26A0\uFE0F " + EscapeMarkdown(info.error().message),
              session);

@@ -72,9 +72,25 @@ struct Waiting {
 
 struct QuestionRun;
 
+// What one of a turn's events changes in its thread: taken out of the Event on the driver's side, so
+// the router's strand is handed a few strings, not a copy of every event (its raw line, its JSON
+// members). Events that change nothing shown are not handed over at all.
+struct TurnSignal {
+  enum class Kind { started, ours_queued, updated, tool_started, tool_completed, delta, message, usage };
+  Kind kind = Kind::started;
+  std::string text;  // delta and message: the text; tool_started: the first line of its input (<= 80 bytes)
+  std::string tool_name;
+  std::string turn_id;  // ours_queued, updated
+  std::int64_t revision = 0;
+  std::optional<Usage> usage;
+  // Nothing for the events the thread is not shown (another client's messages, output, history...).
+  static std::optional<TurnSignal> Of(const Event& e, std::string_view request_id);
+};
+
 // One turn in flight.
 struct TurnRun {
   std::string session;
+  bool direct = false;  // sent to the Session's Driver without a WaitReady first (SessionRun::ready_until)
   std::string request_id;
   std::int64_t inbox_id = 0;
   ThreadRef where;
@@ -108,6 +124,9 @@ struct SessionRun {
   std::size_t route = 0;
   bool ensured = false;                 // Ensure ran in this process
   std::shared_ptr<Driver> driver;       // once WaitReady handed a connector; dropped when it failed
+  // Until then the next turn goes to `driver` at once, without a WaitReady: its runtime completed a
+  // turn moments ago. A turn that then cannot connect waits for the Session and is sent after all.
+  SteadyTime ready_until{};
   std::deque<Waiting> queue;
   std::shared_ptr<TurnRun> running;
   bool in_admission = false;            // waiting for a slot under max_in_flight
@@ -292,8 +311,10 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   void CountGauges();
   void Attach(const std::shared_ptr<routing::TurnRun>& turn, Driver& driver);
   TurnOptions OptionsFor(const std::shared_ptr<routing::TurnRun>& turn);
-  void OnEvent(const std::shared_ptr<routing::TurnRun>& turn, const Event& event);
+  void OnEvent(const std::shared_ptr<routing::TurnRun>& turn, const routing::TurnSignal& signal);
   void OnResult(const std::shared_ptr<routing::TurnRun>& turn, Result<TurnResult> result);
+  // The Session's next turn waits for it (WaitReady) again; `drop_driver`: with a new connector.
+  void ForgetReady(const std::string& session, bool drop_driver);
   void EndTurn(const std::shared_ptr<routing::TurnRun>& turn, std::string reply_markdown);
   void UpdateReceipts(routing::SessionRun& s);
   std::string ProgressText(const routing::TurnRun& turn) const;

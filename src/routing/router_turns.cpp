@@ -11,6 +11,7 @@ namespace sessionturn {
 
 using routing::SessionRun;
 using routing::TurnRun;
+using routing::TurnSignal;
 using routing::Waiting;
 
 namespace {
@@ -19,6 +20,11 @@ namespace {
 constexpr std::size_t kTailBytes = 280;
 // Elapsed time in the progress moves on without events too.
 constexpr std::chrono::seconds kTickEvery{5};
+// A Session whose runtime completed a turn this recently (and within half the backend's IdleGrace)
+// gets its next turn without a WaitReady first (the backend's look at its files or its API object):
+// when its runtime is gone after all (stopped by its owner, crashed), the turn cannot connect and
+// waits for the Session then.
+constexpr std::chrono::seconds kReadyReuse{30};
 
 std::string Seconds(std::chrono::steady_clock::duration d) {
   const auto s = std::chrono::duration_cast<std::chrono::seconds>(d).count();
@@ -266,8 +272,14 @@ void Router::Impl::ReadyThenRun(const std::shared_ptr<TurnRun>& turn, std::funct
   auto it = sessions.find(turn->session);
   if (it == sessions.end()) return OnResult(turn, Fail(Errc::internal, "the Session's state is gone"));
   SessionRun& s = *it->second;
-  // Every turn waits for its Session: it may have been idle-suspended since the last one (and is
-  // woken now, the thread told so), suspended by its owner, or gone. A ready one answers at once.
+  // A turn waits for its Session: it may have been idle-suspended since the last one (and is woken
+  // now, the thread told so), suspended by its owner, or gone. A ready one answers at once. Right
+  // after a turn completed on it the look is skipped (ready_until; Submit falls back to it).
+  if (s.ensured && s.driver && std::chrono::steady_clock::now() < s.ready_until) {
+    turn->direct = true;
+    return run(*s.driver);
+  }
+  turn->direct = false;
   auto wait = [turn, run = std::move(run)](Impl& r) {
     std::weak_ptr<Impl> weak = r.shared_from_this();
     ReadyProgress progress = [weak, turn](const SessionInfo&, std::string_view stage) {
@@ -332,7 +344,11 @@ TurnOptions Router::Impl::OptionsFor(const std::shared_ptr<TurnRun>& turn) {
     }
   };
   o.on_event = [weak, turn](const Event& event) {
-    if (auto self = weak.lock()) self->Run([turn, event](Impl& r) { r.OnEvent(turn, event); });
+    auto signal = TurnSignal::Of(event, turn->request_id);  // request_id never changes: safe to read here
+    if (!signal) return;
+    if (auto self = weak.lock()) {
+      self->Run([turn, signal = std::move(*signal)](Impl& r) { r.OnEvent(turn, signal); });
+    }
   };
   o.on_accepted = [weak, turn](const TurnRef& ref) {
     if (auto self = weak.lock()) {
@@ -355,8 +371,26 @@ TurnOptions Router::Impl::OptionsFor(const std::shared_ptr<TurnRun>& turn) {
 void Router::Impl::Submit(const std::shared_ptr<TurnRun>& turn, Driver& driver) {
   driver.AsyncSubmitTurn(turn->prompt, OptionsFor(turn),
                          OnStrand<Result<TurnResult>>([turn](Impl& r, Result<TurnResult> result) {
+                           if (!result && result.error().code == Errc::connection_failed && turn->direct &&
+                               !turn->done) {
+                             // Sent straight to the runtime of the Session's last turn, which is not
+                             // there any more (idle-suspended, stopped, moved): never connected, so
+                             // nothing was sent. Wait for the Session (waking it) and send it then.
+                             r.Log(LogLevel::debug, "turn " + turn->request_id + ": the Session " + turn->session +
+                                                        " did not answer (" + result.error().message +
+                                                        "); waiting for it");
+                             r.ForgetReady(turn->session, /*drop_driver=*/true);
+                             return r.ReadyThenRun(turn, [turn, &r](Driver& d) { r.Submit(turn, d); });
+                           }
                            r.OnResult(turn, std::move(result));
                          }));
+}
+
+void Router::Impl::ForgetReady(const std::string& session, bool drop_driver) {
+  auto it = sessions.find(session);
+  if (it == sessions.end()) return;
+  it->second->ready_until = {};
+  if (drop_driver) it->second->driver.reset();
 }
 
 void Router::Impl::Attach(const std::shared_ptr<TurnRun>& turn, Driver& driver) {
@@ -374,41 +408,70 @@ void Router::Impl::Attach(const std::shared_ptr<TurnRun>& turn, Driver& driver) 
                          }));
 }
 
-void Router::Impl::OnEvent(const std::shared_ptr<TurnRun>& turn, const Event& e) {
-  if (turn->done) return;
-  if (e.Is(event_type::kTurnStarted)) {
-    turn->stage = "running";
-  } else if (e.Is(event_type::kUserMessage) && e.request_id == turn->request_id) {
-    turn->stage = "queued";  // accepted; waiting behind another client's turn until turn.started
-    // The turn's id and revision, for an edit or removal that comes before on_accepted lands.
-    if (turn->ref.turn_id.empty()) {
-      turn->ref.turn_id = e.turn_id;
-      turn->ref.revision = e.revision;
-    }
-    if (turn->pending_change) {
-      InboundMessage change = std::move(*turn->pending_change);
-      turn->pending_change.reset();
-      ChangeRunning(turn, change);
-    }
-  } else if (e.Is(event_type::kUserMessageUpdated) && !turn->ref.turn_id.empty() && e.turn_id == turn->ref.turn_id) {
-    // Edited (by us or by another client): a later edit or removal must name this revision.
-    turn->ref.revision = e.revision;
-    return;
+namespace routing {
+
+std::optional<TurnSignal> TurnSignal::Of(const Event& e, std::string_view request_id) {
+  TurnSignal s;
+  if (e.Is(event_type::kAssistantDelta) || e.Is(event_type::kAssistantMessage)) {
+    s.kind = e.Is(event_type::kAssistantDelta) ? Kind::delta : Kind::message;
+    s.text = e.text;
+  } else if (e.Is(event_type::kTurnStarted)) {
+    s.kind = Kind::started;
+  } else if (e.Is(event_type::kUserMessage)) {
+    if (e.request_id != request_id) return std::nullopt;  // another client's message
+    s.kind = Kind::ours_queued;
+    s.turn_id = e.turn_id;
+    s.revision = e.revision;
+  } else if (e.Is(event_type::kUserMessageUpdated)) {
+    s.kind = Kind::updated;
+    s.turn_id = e.turn_id;
+    s.revision = e.revision;
   } else if (e.Is(event_type::kToolStarted)) {
-    std::string input = e.text.substr(0, std::min<std::size_t>(e.text.find('\n'), 80));
-    turn->tool = e.tool_name.empty() ? std::string("a tool") : e.tool_name;
-    if (!input.empty()) turn->tool += ": " + input;
+    s.kind = Kind::tool_started;
+    s.tool_name = e.tool_name;
+    s.text = e.text.substr(0, std::min<std::size_t>(e.text.find('\n'), 80));
   } else if (e.Is(event_type::kToolCompleted)) {
-    turn->tool.clear();
-  } else if (e.Is(event_type::kAssistantDelta)) {
-    turn->tail = Tail(turn->tail + e.text);
-  } else if (e.Is(event_type::kAssistantMessage)) {
-    turn->tail = Tail(e.text);
+    s.kind = Kind::tool_completed;
   } else if (e.Is(event_type::kRuntimeStatus) && e.runtime && e.runtime->usage) {
-    turn->usage = e.runtime->usage;
-    return;
+    s.kind = Kind::usage;
+    s.usage = e.runtime->usage;
   } else {
-    return;
+    return std::nullopt;
+  }
+  return s;
+}
+
+}  // namespace routing
+
+void Router::Impl::OnEvent(const std::shared_ptr<TurnRun>& turn, const TurnSignal& e) {
+  if (turn->done) return;
+  switch (e.kind) {
+    case TurnSignal::Kind::started: turn->stage = "running"; break;
+    case TurnSignal::Kind::ours_queued:
+      turn->stage = "queued";  // accepted; waiting behind another client's turn until turn.started
+      // The turn's id and revision, for an edit or removal that comes before on_accepted lands.
+      if (turn->ref.turn_id.empty()) {
+        turn->ref.turn_id = e.turn_id;
+        turn->ref.revision = e.revision;
+      }
+      if (turn->pending_change) {
+        InboundMessage change = std::move(*turn->pending_change);
+        turn->pending_change.reset();
+        ChangeRunning(turn, change);
+      }
+      break;
+    case TurnSignal::Kind::updated:
+      // Edited (by us or by another client): a later edit or removal must name this revision.
+      if (!turn->ref.turn_id.empty() && e.turn_id == turn->ref.turn_id) turn->ref.revision = e.revision;
+      return;
+    case TurnSignal::Kind::tool_started:
+      turn->tool = e.tool_name.empty() ? std::string("a tool") : e.tool_name;
+      if (!e.text.empty()) turn->tool += ": " + e.text;
+      break;
+    case TurnSignal::Kind::tool_completed: turn->tool.clear(); break;
+    case TurnSignal::Kind::delta: turn->tail = Tail(turn->tail + e.text); break;
+    case TurnSignal::Kind::message: turn->tail = Tail(e.text); break;
+    case TurnSignal::Kind::usage: turn->usage = e.usage; return;
   }
   ShowProgress(turn);
 }
@@ -467,12 +530,19 @@ void Router::Impl::OnResult(const std::shared_ptr<TurnRun>& turn, Result<TurnRes
     outcome.wake = turn->wake;
     options.on_turn_finished(outcome);
   }
+  if (it != sessions.end() && result && it->second->driver) {
+    // Its runtime just served a turn: the next one within kReadyReuse (and well inside the backend's
+    // idle window) skips the WaitReady.
+    it->second->ready_until = std::chrono::steady_clock::now() + std::min<std::chrono::steady_clock::duration>(
+                                                                     kReadyReuse, backend.IdleGrace() / 2);
+  }
   std::string reply;
   if (!result) {
     const Errc code = result.error().code;
     if (it != sessions.end() && (code == Errc::connection_failed || code == Errc::connection_lost ||
                                  code == Errc::unavailable || code == Errc::not_found)) {
       it->second->driver.reset();  // the next turn waits for the Session again
+      it->second->ready_until = {};
       it->second->ensured = it->second->ensured && code != Errc::not_found;
     }
     reply = "\u26A0\uFE0F " + EscapeMarkdown(DescribeFailure(result.error()));

@@ -88,6 +88,7 @@ class ForwardingBackend : public SessionBackend {
   explicit ForwardingBackend(std::unique_ptr<SessionBackend> inner) : inner_(std::move(inner)) {}
   Context& GetContext() const noexcept override { return inner_->GetContext(); }
   std::string Describe() const override { return inner_->Describe(); }
+  std::chrono::milliseconds IdleGrace() const noexcept override { return inner_->IdleGrace(); }
   void AsyncEnsure(std::string name, SessionSpec spec, BackendHandler<EnsureResult> handler) override {
     inner_->AsyncEnsure(std::move(name), std::move(spec), std::move(handler));
   }

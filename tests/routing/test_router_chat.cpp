@@ -368,6 +368,74 @@ TEST_CASE("router: a message for an idle-suspended Session wakes it and says so"
   CHECK_FALSE(rig.adapter.FindMessage("are you there").empty());
 }
 
+namespace {
+
+// Counts the WaitReady calls that reach the backend.
+class CountingWaits : public ForwardingBackend {
+ public:
+  CountingWaits(std::unique_ptr<SessionBackend> inner, std::shared_ptr<std::atomic<int>> waits)
+      : ForwardingBackend(std::move(inner)), waits_(std::move(waits)) {}
+  void AsyncWaitReady(std::string name, std::chrono::steady_clock::time_point deadline, ReadyProgress progress,
+                      CancellationToken cancel, BackendHandler<ReadyTarget> handler) override {
+    ++*waits_;
+    inner().AsyncWaitReady(std::move(name), deadline, std::move(progress), std::move(cancel), std::move(handler));
+  }
+
+ private:
+  std::shared_ptr<std::atomic<int>> waits_;
+};
+
+}  // namespace
+
+TEST_CASE("router: a turn right after the Session's last one skips WaitReady; one whose runtime is gone waits for it",
+          "[routing][router]") {
+  TempRoot root;
+  auto waits = std::make_shared<std::atomic<int>>(0);
+  Rig rig(root, ThreadedCaps(), "echo", {}, {}, [waits](std::unique_ptr<SessionBackend> inner) {
+    return std::make_unique<CountingWaits>(std::move(inner), waits);
+  });
+  REQUIRE(rig.backend->IdleGrace() > std::chrono::hours(1));  // suspend_after 0: never idle-suspended
+  REQUIRE(*rig.Send(Msg("1", "one")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(1));
+  CHECK(waits->load() == 1);
+  REQUIRE(*rig.Send(Msg("2", "two")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(2));
+  CHECK(waits->load() == 1);  // straight to the runtime that answered "one"
+  CHECK_FALSE(rig.adapter.FindMessage("echo #2:").empty());
+
+  // Stopped behind the router's back: the next turn cannot connect, so it waits for the Session,
+  // which says why it will not serve; the thread is told, nothing hangs.
+  const std::string session = SessionName("chat", "slack", "test-owner", "C1", "T1");
+  REQUIRE(rig.backend->Suspend(session));
+  REQUIRE(*rig.Send(Msg("3", "three")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(3));
+  CHECK(waits->load() == 2);
+  const bool told = rig.adapter.WaitForText("suspended by its owner");
+  INFO(rig.adapter.Dump());
+  CHECK(told);
+
+  // Resumed: the next turn waits for it (no runtime has served since) and runs.
+  REQUIRE(rig.backend->Resume(session));
+  REQUIRE(*rig.Send(Msg("4", "four")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(4));
+  CHECK(waits->load() == 3);
+  CHECK_FALSE(rig.adapter.FindMessage("four").empty());
+}
+
+TEST_CASE("router: with a short idle window every turn waits for its Session", "[routing][router]") {
+  TempRoot root;
+  auto waits = std::make_shared<std::atomic<int>>(0);
+  Rig rig(
+      root, ThreadedCaps(), "echo", {}, [](LocalBackendOptions& b) { b.suspend_after = std::chrono::seconds(1); },
+      [waits](std::unique_ptr<SessionBackend> inner) { return std::make_unique<CountingWaits>(std::move(inner), waits); });
+  REQUIRE(*rig.Send(Msg("1", "one")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(1));
+  std::this_thread::sleep_for(600ms);  // past half the idle window: the runtime may be stopping
+  REQUIRE(*rig.Send(Msg("2", "two")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(2));
+  CHECK(waits->load() == 2);
+}
+
 TEST_CASE("router: decline_questions declines the agent's question with a note, and the turn goes on",
           "[routing][router]") {
   TempRoot root;
