@@ -189,6 +189,8 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   bool pass_open = false;  // the store's batch holds writes behind, and a ClosePass is posted
   std::size_t behind_writes = 0;  // in the open pass: what a failed commit loses, for its log line
   std::vector<std::int64_t> behind_removals;  // outbox rows removed in the open pass
+  // What waits for the open pass's commit (DurablyInPass), run after it with its outcome.
+  std::vector<std::function<void(Impl&, Status)>> pass_waiters;
   std::uint64_t next_question = 0;
   std::mt19937_64 rng{std::random_device{}()};
   std::map<std::string, routing::SteadyTime> pending_deletes;  // chat key + session: confirm before
@@ -242,6 +244,22 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
     Status st = CommitOpen();
     if (!st) Log(LogLevel::warning, std::string(op) + ": " + st.error().ToString());
     return st;
+  }
+  // Like Durably, but committed with the strand's pass (WriteBehind), and `then` runs after that
+  // commit (in a job of its own) with its outcome: the replies of many turns that end in one pass of
+  // a busy strand cost one commit, not one each. What must not happen before the writes are in the
+  // file (a reply going out) belongs in `then`. Where no pass can open (inside a batch of the
+  // caller's, while shutting down), it is Durably and `then` runs at once.
+  template <typename Fn>
+  void DurablyInPass(std::string_view op, Fn&& writes, std::function<void(Impl&, Status)> then) {
+    OpenPass();
+    if (!pass_open) {
+      Status st = Durably(op, std::forward<Fn>(writes));
+      then(*this, std::move(st));
+      return;
+    }
+    writes();
+    pass_waiters.push_back(std::move(then));
   }
   void OpenPass();
   void ClosePass();  // the posted job: commits the pass's writes unless a durable write did
@@ -316,6 +334,9 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   // The Session's next turn waits for it (WaitReady) again; `drop_driver`: with a new connector.
   void ForgetReady(const std::string& session, bool drop_driver);
   void EndTurn(const std::shared_ptr<routing::TurnRun>& turn, std::string reply_markdown);
+  // After the reply's commit (`committed`): delivers it, with its outbox id when it was stored.
+  void SendStored(const std::shared_ptr<routing::TurnRun>& turn, routing::OutboxEntry e, Result<std::int64_t> id,
+                  const Status& committed);
   void UpdateReceipts(routing::SessionRun& s);
   std::string ProgressText(const routing::TurnRun& turn) const;
   void ShowProgress(const std::shared_ptr<routing::TurnRun>& turn);

@@ -583,26 +583,14 @@ void Router::Impl::EndTurn(const std::shared_ptr<TurnRun>& turn, std::string rep
   entry.session = turn->session;
   entry.request_id = turn->request_id;
   entry.parts = RenderParts(reply_markdown);
-  auto finish = [turn](Impl& r, routing::OutboxEntry e) {
-    e.placeholder_id = turn->live ? turn->live->message_id : std::string();
-    // Durable before the reply goes out: a restart then delivers it from the outbox, once.
-    Result<std::int64_t> id = Fail(Errc::internal, "the reply was not stored");
-    if (Status committed = r.Durably("storing a reply", [&] { id = r.store->CompleteTurn(e); }); !committed && id) {
-      id = Fail(committed.error());
-    }
-    if (!id && id.error().code == Errc::not_found) {
-      // The turn's record is gone: its reply was stored (and queued) already. Another copy would
-      // post the reply twice.
-      r.Log(LogLevel::error, "turn " + turn->request_id + " ended again after its reply was stored; not sending it twice");
-      return;
-    }
-    if (!id) {
-      // Not stored: it goes out now, and is lost only if this process dies before it lands.
-      r.Log(LogLevel::error, "the reply of turn " + turn->request_id + " could not be stored: " + id.error().ToString());
-    } else {
-      e.id = *id;
-    }
-    r.Deliver(std::move(e));
+  auto finish = [turn](Impl& r, routing::OutboxEntry entry) {
+    entry.placeholder_id = turn->live ? turn->live->message_id : std::string();
+    auto e = std::make_shared<routing::OutboxEntry>(std::move(entry));
+    auto stored = std::make_shared<Result<std::int64_t>>(Fail(Errc::internal, "the reply was not stored"));
+    // Durable before the reply goes out (with the pass's commit): a restart then delivers it from the
+    // outbox, once.
+    r.DurablyInPass("storing a reply", [&] { *stored = r.store->CompleteTurn(*e); },
+                    [turn, e, stored](Impl& r2, Status committed) { r2.SendStored(turn, std::move(*e), *stored, committed); });
   };
   if (turn->live) {
     WhenIdle(turn->live, [self = shared_from_this(), finish, entry]() mutable { finish(*self, std::move(entry)); });
@@ -616,6 +604,24 @@ void Router::Impl::EndTurn(const std::shared_ptr<TurnRun>& turn, std::string rep
   if (it != sessions.end()) Pump(*it->second);
   Admit();
   PublishGauges();
+}
+
+void Router::Impl::SendStored(const std::shared_ptr<TurnRun>& turn, routing::OutboxEntry e, Result<std::int64_t> id,
+                              const Status& committed) {
+  if (!committed && id) id = Fail(committed.error());
+  if (!id && id.error().code == Errc::not_found) {
+    // The turn's record is gone: its reply was stored (and queued) already. Another copy would post
+    // the reply twice.
+    Log(LogLevel::error, "turn " + turn->request_id + " ended again after its reply was stored; not sending it twice");
+    return;
+  }
+  if (!id) {
+    // Not stored: it goes out now, and is lost only if this process dies before it lands.
+    Log(LogLevel::error, "the reply of turn " + turn->request_id + " could not be stored: " + id.error().ToString());
+  } else {
+    e.id = *id;
+  }
+  Deliver(std::move(e));
 }
 
 }  // namespace sessionturn
