@@ -426,6 +426,15 @@ std::vector<Token> RenderTokens(const Doc& doc, MarkupDialect dialect, const Tok
 
   std::vector<Token> out;
   std::vector<Token> block;
+  // About a word and a space per six bytes of text, and a few tokens of markup per block: the
+  // vectors grow once, not token by token (moving every token each time).
+  std::size_t bytes = 0;
+  for (const Block& b : doc.blocks) {
+    bytes += b.code.size();
+    for (const Run& r : b.runs) bytes += r.text.size();
+  }
+  out.reserve(bytes / 3 + 4 * doc.blocks.size() + 4);
+  block.reserve(std::min<std::size_t>(out.capacity(), 256));
   bool quote_open = false;
   const Block* previous = nullptr;
   for (const Block& b : doc.blocks) {
