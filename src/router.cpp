@@ -76,9 +76,10 @@ Status Router::Impl::CommitOpen() {
     }
     behind_removals.clear();
     behind_writes = 0;
-    if (!pass_waiters.empty()) {
+    if (torn_down) {
+      pass_waiters.clear();  // what they wait for is in the store (or not): the next start takes it from there
+    } else if (!pass_waiters.empty()) {
       // In a job of their own: this commit may be a Durably's in the middle of another operation.
-      // Torn down: what they wait for is in the store (or not), and the next start takes it from there.
       Run([waiters = std::move(pass_waiters), st](Impl& r) {
         for (const auto& then : waiters) then(r, st);
       });

@@ -180,10 +180,7 @@ void Router::Impl::TryCommand(const InboundMessage& m, std::size_t route, const 
     case CommandKind::resume: {
       const bool suspend = cmd.kind == CommandKind::suspend;
       auto done = OnStrand<Result<SessionInfo>>([where, session, suspend, id = m.message_id](Impl& r, Result<SessionInfo> info) {
-        if (suspend) {
-          auto run = r.sessions.find(session);
-          if (run != r.sessions.end()) run->second->driver.reset();  // its runtime stops
-        }
+        if (suspend && info) r.ForgetReady(session, /*drop_driver=*/true);  // its runtime stops
         r.Note(where, info ? (suspend ? "Suspended **" : "Resumed **") + EscapeMarkdown(session) + "**."
                            : "\u26A0\uFE0F " + EscapeMarkdown(info.error().message), session, id);
       });
@@ -286,6 +283,7 @@ bool Router::Impl::PickerAction(const InboundAction& action) {
   } else if (verb == 'z') {
     ForgetReady(session, /*drop_driver=*/false);  // the next turn looks at the Session first
     backend.AsyncSuspend(session, OnStrand<Result<SessionInfo>>([where, session](Impl& r, Result<SessionInfo> info) {
+      if (info) r.ForgetReady(session, /*drop_driver=*/true);  // its runtime stops
       r.Note(where, info ? "Suspended **" + EscapeMarkdown(session) + "**." : "\u26A0\uFE0F " + EscapeMarkdown(info.error().message),
              session);
     }));

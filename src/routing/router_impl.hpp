@@ -249,13 +249,14 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   // commit (in a job of its own) with its outcome: the replies of many turns that end in one pass of
   // a busy strand cost one commit, not one each. What must not happen before the writes are in the
   // file (a reply going out) belongs in `then`. Where no pass can open (inside a batch of the
-  // caller's, while shutting down), it is Durably and `then` runs at once.
+  // caller's, while shutting down), it is Durably, and `then` runs in the next job.
   template <typename Fn>
   void DurablyInPass(std::string_view op, Fn&& writes, std::function<void(Impl&, Status)> then) {
     OpenPass();
     if (!pass_open) {
+      // Inside a caller's batch Durably commits nothing yet: `then` waits for that job to end.
       Status st = Durably(op, std::forward<Fn>(writes));
-      then(*this, std::move(st));
+      Run([then = std::move(then), st = std::move(st)](Impl& r) { then(r, st); });
       return;
     }
     writes();

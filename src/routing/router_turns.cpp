@@ -372,6 +372,11 @@ void Router::Impl::Submit(const std::shared_ptr<TurnRun>& turn, Driver& driver) 
   driver.AsyncSubmitTurn(turn->prompt, OptionsFor(turn),
                          OnStrand<Result<TurnResult>>([turn](Impl& r, Result<TurnResult> result) {
                            if (!result && result.error().code == Errc::connection_failed && turn->direct &&
+                               !turn->done && r.shutting_down) {
+                             // Nothing was sent, and no Session is woken now: the next start submits it.
+                             return r.OnResult(turn, Fail(Errc::cancelled, "the router is shutting down"));
+                           }
+                           if (!result && result.error().code == Errc::connection_failed && turn->direct &&
                                !turn->done) {
                              // Sent straight to the runtime of the Session's last turn, which is not
                              // there any more (idle-suspended, stopped, moved): never connected, so
@@ -589,7 +594,14 @@ void Router::Impl::EndTurn(const std::shared_ptr<TurnRun>& turn, std::string rep
     auto stored = std::make_shared<Result<std::int64_t>>(Fail(Errc::internal, "the reply was not stored"));
     // Durable before the reply goes out (with the pass's commit): a restart then delivers it from the
     // outbox, once.
-    r.DurablyInPass("storing a reply", [&] { *stored = r.store->CompleteTurn(*e); },
+    r.DurablyInPass(
+        "storing a reply",
+        [&] {
+          *stored = r.store->CompleteTurn(*e);
+          // Claimed at once: the outbox pass (RetryOutbox) reads through this connection, so it sees
+          // the row before its commit, and must not send it too.
+          if (*stored) r.delivering.insert(**stored);
+        },
                     [turn, e, stored](Impl& r2, Status committed) { r2.SendStored(turn, std::move(*e), *stored, committed); });
   };
   if (turn->live) {
@@ -608,6 +620,7 @@ void Router::Impl::EndTurn(const std::shared_ptr<TurnRun>& turn, std::string rep
 
 void Router::Impl::SendStored(const std::shared_ptr<TurnRun>& turn, routing::OutboxEntry e, Result<std::int64_t> id,
                               const Status& committed) {
+  if (id) delivering.erase(*id);  // claimed when it was written; Deliver claims it again
   if (!committed && id) id = Fail(committed.error());
   if (!id && id.error().code == Errc::not_found) {
     // The turn's record is gone: its reply was stored (and queued) already. Another copy would post
