@@ -387,7 +387,7 @@ class CountingWaits : public ForwardingBackend {
 
 }  // namespace
 
-TEST_CASE("router: a turn right after the Session's last one skips WaitReady; one whose runtime is gone waits for it",
+TEST_CASE("router: a turn right after the Session's last one skips WaitReady, and one whose runtime is gone waits for it",
           "[routing][router]") {
   TempRoot root;
   auto waits = std::make_shared<std::atomic<int>>(0);
