@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <span>
@@ -217,8 +218,9 @@ class RouterStore {
   // The inbox.
   Result<std::int64_t> AddInbox(const ThreadRef& thread, std::string_view session, const InboundMessage& message,
                                 StoreTime accepted);
-  // One transaction: when any of `keys` was seen already, nothing is written and the answer is
-  // nullopt (a redelivery); otherwise every key is remembered and the message added to the inbox.
+  // One transaction: when any of `keys` (at most two: an event and a message key) was seen already,
+  // nothing is written and the answer is nullopt (a redelivery); otherwise every key is remembered
+  // and the message added to the inbox.
   // An adapter acknowledges a delivery only after this returned, so a crash anywhere loses nothing.
   Result<std::optional<std::int64_t>> AcceptMessage(const ThreadRef& thread, std::string_view session,
                                                     const InboundMessage& message, std::span<const DedupeKey> keys,
@@ -266,18 +268,36 @@ class RouterStore {
   Result<std::int64_t> InsertInbox(std::string_view op, const ThreadRef& thread, std::string_view session,
                                    const InboundMessage& message, StoreTime accepted);
   Result<std::int64_t> InsertOutbox(std::string_view op, const OutboxEntry& entry);
-  Status EvictDedupe(DedupeKind kind);
-  // Inserts a dedupe key unless it is there; `added` says which, and the count follows.
-  Status RememberKey(std::string_view op, DedupeKind kind, std::string_view key, bool* added);
-  Status ForgetRows(std::span<const std::int64_t> seqs);  // dedupe rows by seq, their counts moved
 
-  // The rows of the bounded tables, which eviction compares with their bounds. Kept in memory: counted
-  // (an index scan each) at the first write and again after any rollback (Db::rollbacks), and moved by
+  // The dedupe keys of one kind as the file holds them (dedupe_event, dedupe_message), so that a
+  // delivery is looked up without SQLite and a key's row is one append to its table (no index: the
+  // file is locked and this store is its only writer). By a 64-bit hash of the key, which a match
+  // confirms by reading the row's key; in insertion order for eviction, with forgotten keys left in
+  // `order` until eviction passes them. Loaded at the first use and again after any rollback.
+  struct DedupeKeys {
+    std::unordered_multimap<std::uint64_t, std::int64_t> seq_by_hash;
+    std::deque<std::pair<std::int64_t, std::uint64_t>> order;  // (seq, hash), oldest first
+    std::int64_t live = 0;                                      // rows in the table
+    bool Has(std::uint64_t hash, std::int64_t seq) const;
+    void Erase(std::uint64_t hash, std::int64_t seq);
+  };
+  struct DedupeMirror {
+    DedupeKeys kinds[2];  // by DedupeKind: event, message
+    std::optional<std::uint64_t> at;  // db_->rollbacks() when loaded; none: not loaded
+    DedupeKeys& Of(DedupeKind kind) { return kinds[kind == DedupeKind::event ? 0 : 1]; }
+  };
+  Result<DedupeMirror*> Dedupe();
+  static std::uint64_t KeyHash(std::string_view key);
+  // The key's row (its seq), when remembered.
+  Result<std::optional<std::int64_t>> FindKey(DedupeKind kind, std::string_view key, std::uint64_t hash);
+  Status RememberKey(std::string_view op, DedupeKind kind, std::string_view key, std::uint64_t hash);
+  Status EvictDedupe(DedupeKind kind);
+
+  // The rows of the bot-message index, which eviction compares with its bound. Kept in memory: counted
+  // (an index scan) at the first write and again after any rollback (Db::rollbacks), and moved by
   // this store's own inserts and deletes, which are the only writers.
   struct RowCounts {
     std::int64_t bot_messages = 0;
-    std::int64_t dedupe[2] = {0, 0};  // by DedupeKind: event, message
-    std::int64_t& Dedupe(DedupeKind kind) { return dedupe[kind == DedupeKind::event ? 0 : 1]; }
   };
   Result<RowCounts*> Counts();
 
@@ -300,6 +320,7 @@ class RouterStore {
   RowCounts counts_;
   std::optional<std::uint64_t> counted_at_;  // db_->rollbacks() when counts_ was taken; none: never
   RouteCache routes_;
+  DedupeMirror dedupe_;
 };
 
 }  // namespace sessionturn::routing

@@ -1,5 +1,5 @@
 // The store's routing tables (store.hpp): thread bindings, a chat's Sessions and its current one, the
-// bot-message index and the dedupe keys, the last two bounded with the oldest rows evicted.
+// bot-message index, bounded with the oldest rows evicted (the dedupe keys: store_dedupe.cpp).
 #include <algorithm>
 #include <array>
 
@@ -28,10 +28,9 @@ Error NotFound(std::string what) {
   return Error(Errc::not_found, std::move(what));
 }
 
-Result<std::int64_t> CountRows(Db& db, std::string_view sql, std::string_view kind = {}) {
+Result<std::int64_t> CountRows(Db& db, std::string_view sql) {
   auto q = db.Query("count the bounded tables", sql);
   if (!q) return Fail(q.error());
-  if (!kind.empty()) q->Bind(kind);
   auto row = q->Step();
   if (!row) return Fail(row.error());
   return *row ? q->Int(0) : 0;
@@ -90,7 +89,7 @@ Status RouterStore::BindThread(const Binding& b) {
                   context_sent = excluded.context_sent)sql");
   if (!q) return Fail(q.error());
   RouteCache& cache = Routes();
-  if (auto st = q->Bind(b.thread, b.session, b.created, b.context_sent).Run(); !st) return st;
+  if (auto st = q->Exec(b.thread, b.session, b.created, b.context_sent); !st) return st;
   Binding stored = b;
   stored.created = FromUnixMs(ToUnixMs(b.created));  // as it reads back
   Remember(cache.bindings, KeyOf(b.thread), std::move(stored), kRouteCacheEntries);
@@ -119,7 +118,7 @@ Status RouterStore::SetContextSent(const ThreadRef& thread) {
     WHERE platform = ?1 AND workspace = ?2 AND chat = ?3 AND thread = ?4)sql");
   if (!q) return Fail(q.error());
   RouteCache& cache = Routes();
-  if (auto st = q->Bind(thread).Run(); !st) return st;
+  if (auto st = q->Exec(thread); !st) return st;
   if (db_->Changes() == 0) return Fail(NotFound(Describe(thread) + " is not bound to a Session"));
   if (auto hit = cache.bindings.find(KeyOf(thread)); hit != cache.bindings.end()) hit->second.context_sent = true;
   return {};
@@ -131,7 +130,7 @@ Result<std::size_t> RouterStore::UnbindSession(std::string_view session) {
   // current_sessions rows go with their chat_sessions rows (ON DELETE CASCADE), counted apart.
   auto current = db_->Query("UnbindSession", "DELETE FROM current_sessions WHERE session = ?1");
   if (!current) return Fail(current.error());
-  if (auto st = current->Bind(session).Run(); !st) return Fail(st.error());
+  if (auto st = current->Exec(session); !st) return Fail(st.error());
   std::size_t removed = static_cast<std::size_t>(db_->Changes());
   auto counts = Counts();
   if (!counts) return Fail(counts.error());
@@ -140,7 +139,7 @@ Result<std::size_t> RouterStore::UnbindSession(std::string_view session) {
                                std::string_view("DELETE FROM bot_messages WHERE session = ?1")}) {
     auto q = db_->Query("UnbindSession", sql);
     if (!q) return Fail(q.error());
-    if (auto st = q->Bind(session).Run(); !st) return Fail(st.error());
+    if (auto st = q->Exec(session); !st) return Fail(st.error());
     removed += static_cast<std::size_t>(db_->Changes());
   }
   (*counts)->bot_messages -= db_->Changes();  // the last DELETE's
@@ -156,7 +155,7 @@ Result<bool> RouterStore::AddChatSession(const ChatSession& s) {
     INSERT INTO chat_sessions (platform, workspace, chat, session, created_ms, label)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING)sql");
   if (!q) return Fail(q.error());
-  if (auto st = q->Bind(s.chat, s.session, s.created, s.label).Run(); !st) return Fail(st.error());
+  if (auto st = q->Exec(s.chat, s.session, s.created, s.label); !st) return Fail(st.error());
   return db_->Changes() > 0;
 }
 
@@ -183,7 +182,7 @@ Status RouterStore::SetCurrent(const ChatRef& chat, std::string_view session) {
     ON CONFLICT (platform, workspace, chat) DO UPDATE SET session = excluded.session)sql");
   if (!q) return Fail(q.error());
   RouteCache& cache = Routes();
-  if (auto st = q->Bind(chat, session).Run(); !st) return st;
+  if (auto st = q->Exec(chat, session); !st) return st;
   if (db_->Changes() == 0)
     return Fail(NotFound("Session " + std::string(session) + " is not one of " + Describe(chat) + "'s Sessions"));
   Remember(cache.current, KeyOf(chat), std::string(session), kRouteCacheEntries);
@@ -220,7 +219,7 @@ Status RouterStore::SetCursor(std::string_view name, std::string_view value, Sto
     INSERT INTO cursors (name, value, updated_ms) VALUES (?1, ?2, ?3)
     ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_ms = excluded.updated_ms)sql");
   if (!q) return Fail(q.error());
-  return q->Bind(name, value, updated).Run();
+  return q->Exec(name, value, updated);
 }
 
 Result<RouterStore::RowCounts*> RouterStore::Counts() {
@@ -229,11 +228,6 @@ Result<RouterStore::RowCounts*> RouterStore::Counts() {
   auto bots = CountRows(*db_, "SELECT count(*) FROM bot_messages");
   if (!bots) return Fail(bots.error());
   fresh.bot_messages = *bots;
-  for (DedupeKind kind : {DedupeKind::event, DedupeKind::message}) {
-    auto n = CountRows(*db_, "SELECT count(*) FROM dedupe WHERE kind = ?1", ToString(kind));
-    if (!n) return Fail(n.error());
-    fresh.Dedupe(kind) = *n;
-  }
   counts_ = fresh;
   counted_at_ = db_->rollbacks();
   return &counts_;
@@ -249,13 +243,13 @@ Status RouterStore::IndexBotMessage(const BotMessage& m) {
     UPDATE bot_messages SET session = ?5, kind = ?6
     WHERE platform = ?1 AND workspace = ?2 AND chat = ?3 AND message_id = ?4)sql");
   if (!update) return Fail(update.error());
-  if (auto st = update->Bind(m.chat, m.message_id, m.session, ToString(m.kind)).Run(); !st) return st;
+  if (auto st = update->Exec(m.chat, m.message_id, m.session, ToString(m.kind)); !st) return st;
   if (db_->Changes() == 0) {
     auto insert = db_->Query("IndexBotMessage", R"sql(
       INSERT INTO bot_messages (platform, workspace, chat, message_id, session, kind)
       VALUES (?1, ?2, ?3, ?4, ?5, ?6))sql");
     if (!insert) return Fail(insert.error());
-    if (auto st = insert->Bind(m.chat, m.message_id, m.session, ToString(m.kind)).Run(); !st) return st;
+    if (auto st = insert->Exec(m.chat, m.message_id, m.session, ToString(m.kind)); !st) return st;
     ++(*counts)->bot_messages;
   }
   const auto excess = (*counts)->bot_messages - static_cast<std::int64_t>(limits_.bot_messages);
@@ -264,7 +258,7 @@ Status RouterStore::IndexBotMessage(const BotMessage& m) {
     auto evict = db_->Query("IndexBotMessage", R"sql(
       DELETE FROM bot_messages WHERE seq <= (SELECT seq FROM bot_messages ORDER BY seq LIMIT 1 OFFSET ?1 - 1))sql");
     if (!evict) return Fail(evict.error());
-    if (auto st = evict->Bind(excess).Run(); !st) return st;
+    if (auto st = evict->Exec(excess); !st) return st;
     (*counts)->bot_messages -= db_->Changes();
     if (db_->Changes() != excess) counted_at_.reset();  // the count was off: taken again next time
   }
@@ -283,70 +277,6 @@ Result<std::optional<BotMessage>> RouterStore::FindBotMessage(const ChatRef& cha
   auto k = BotKindFrom(kind);
   if (!k) return Fail(Errc::io_error, "router store " + path_ + ": bot message of unknown kind " + kind);
   return BotMessage{chat, std::string(message_id), q->Text(0), *k};
-}
-
-Status RouterStore::EvictDedupe(DedupeKind kind) {
-  auto counts = Counts();
-  if (!counts) return Fail(counts.error());
-  std::int64_t& n = (*counts)->Dedupe(kind);
-  const auto excess = n - static_cast<std::int64_t>(limits_.dedupe_per_kind);
-  if (excess <= 0) return {};
-  auto evict = db_->Query("evict dedupe keys", R"sql(
-    DELETE FROM dedupe
-    WHERE kind = ?1 AND seq <= (SELECT seq FROM dedupe WHERE kind = ?1 ORDER BY seq LIMIT 1 OFFSET ?2 - 1))sql");
-  if (!evict) return Fail(evict.error());
-  if (auto st = evict->Bind(ToString(kind), excess).Run(); !st) return st;
-  n -= db_->Changes();
-  if (db_->Changes() != excess) counted_at_.reset();  // the count was off: taken again next time
-  return {};
-}
-
-Status RouterStore::ForgetRows(std::span<const std::int64_t> seqs) {
-  if (seqs.empty()) return {};
-  auto counts = Counts();
-  if (!counts) return Fail(counts.error());
-  for (std::int64_t seq : seqs) {
-    auto q = db_->Query("forget dedupe keys", "DELETE FROM dedupe WHERE seq = ?1 RETURNING kind");
-    if (!q) return Fail(q.error());
-    auto row = q->Bind(seq).Step();
-    if (!row) return Fail(row.error());
-    if (*row) --(*counts)->Dedupe(q->Text(0) == "event" ? DedupeKind::event : DedupeKind::message);
-  }
-  return {};
-}
-
-Status RouterStore::RememberKey(std::string_view op, DedupeKind kind, std::string_view key, bool* added) {
-  auto counts = Counts();
-  if (!counts) return Fail(counts.error());
-  auto insert = db_->Query(op, "INSERT INTO dedupe (kind, key) VALUES (?1, ?2) ON CONFLICT DO NOTHING");
-  if (!insert) return Fail(insert.error());
-  if (auto st = insert->Bind(ToString(kind), key).Run(); !st) return st;
-  *added = db_->Changes() > 0;
-  if (*added) ++(*counts)->Dedupe(kind);
-  return {};
-}
-
-Result<bool> RouterStore::SeenOrRemember(DedupeKind kind, std::string_view key) {
-  auto tx = Transaction::Begin(*db_, "SeenOrRemember");
-  if (!tx) return Fail(tx.error());
-  bool added = false;
-  if (auto st = RememberKey("SeenOrRemember", kind, key, &added); !st) return Fail(st.error());
-  if (added) {
-    if (auto st = EvictDedupe(kind); !st) return Fail(st.error());
-  }
-  // Seen: nothing was written, and the empty commit costs nothing (a rollback would recount the rows).
-  if (auto st = tx->Commit(); !st) return Fail(st.error());
-  return !added;
-}
-
-Result<bool> RouterStore::Forget(DedupeKind kind, std::string_view key) {
-  auto counts = Counts();
-  if (!counts) return Fail(counts.error());
-  auto q = db_->Query("Forget", "DELETE FROM dedupe WHERE kind = ?1 AND key = ?2");
-  if (!q) return Fail(q.error());
-  if (auto st = q->Bind(ToString(kind), key).Run(); !st) return Fail(st.error());
-  (*counts)->Dedupe(kind) -= db_->Changes();
-  return db_->Changes() > 0;
 }
 
 }  // namespace sessionturn::routing

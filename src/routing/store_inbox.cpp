@@ -1,6 +1,7 @@
 // The store's work in progress, first half (store.hpp): the inbox of accepted messages, accepting a
 // delivery with its dedupe keys in one transaction, and moving an entry to the in-flight turns.
 #include <algorithm>
+#include <array>
 
 #include "routing/store.hpp"
 #include "routing/store_json.hpp"
@@ -62,7 +63,7 @@ Result<std::int64_t> RouterStore::InsertInbox(std::string_view op, const ThreadR
     INSERT INTO inbox (platform, workspace, chat, thread, session, message, accepted_ms)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7))sql");
   if (!q) return Fail(q.error());
-  if (auto st = q->Bind(thread, session, InboundMessageToJsonText(message), accepted).Run(); !st)
+  if (auto st = q->Exec(thread, session, InboundMessageToJsonText(message), accepted); !st)
     return Fail(st.error());
   return db_->LastInsertId();
 }
@@ -76,41 +77,29 @@ Result<std::optional<std::int64_t>> RouterStore::AcceptMessage(const ThreadRef& 
                                                                const InboundMessage& message,
                                                                std::span<const DedupeKey> keys, StoreTime accepted) {
   using Accepted = std::optional<std::int64_t>;
+  // A key seen already makes this a redelivery, and nothing is written: the look-ups are in memory
+  // (store_dedupe.cpp), so a redelivery costs no transaction.
+  std::array<std::uint64_t, 2> hashes{};
+  if (keys.size() > hashes.size())
+    return Fail(Errc::invalid_argument, "AcceptMessage takes at most " + std::to_string(hashes.size()) +
+                                            " dedupe keys, got " + std::to_string(keys.size()));
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    hashes[i] = KeyHash(keys[i].key);
+    auto seen = FindKey(keys[i].kind, keys[i].key, hashes[i]);
+    if (!seen) return Fail(seen.error());
+    if (*seen) return Accepted();
+  }
   auto tx = Transaction::Begin(*db_, "AcceptMessage");
   if (!tx) return Fail(tx.error());
-  // Each key is remembered unless it is there already, which makes this a redelivery. The keys that
-  // redelivery brought new are forgotten again: it leaves no trace (a later delivery of the same
-  // message then still matches the old one), and the commit of nothing costs nothing (a rollback
-  // would make the store count its bounded tables again).
-  std::vector<std::int64_t> added;
-  added.reserve(keys.size());
-  bool kinds[2] = {false, false};
-  bool redelivery = false;
   for (std::size_t i = 0; i < keys.size(); ++i) {
     const DedupeKey& k = keys[i];
-    // A key listed twice is one key: its second insert would find this call's first.
-    if (std::any_of(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(i),
-                    [&k](const DedupeKey& e) { return e.kind == k.kind && e.key == k.key; }))
-      continue;
-    bool is_new = false;
-    if (auto st = RememberKey("AcceptMessage", k.kind, k.key, &is_new); !st) return Fail(st.error());
-    if (!is_new) {
-      redelivery = true;
-      break;
-    }
-    added.push_back(db_->LastInsertId());
-    kinds[k.kind == DedupeKind::event ? 0 : 1] = true;
+    // A key listed twice is one key.
+    if (i == 1 && k.kind == keys[0].kind && k.key == keys[0].key) continue;
+    if (auto st = RememberKey("AcceptMessage", k.kind, k.key, hashes[i]); !st) return Fail(st.error());
   }
-  if (redelivery) {
-    if (auto st = ForgetRows(added); !st) return Fail(st.error());
-    if (auto st = tx->Commit(); !st) return Fail(st.error());
-    return Accepted();
-  }
-  if (kinds[0]) {
-    if (auto st = EvictDedupe(DedupeKind::event); !st) return Fail(st.error());
-  }
-  if (kinds[1]) {
-    if (auto st = EvictDedupe(DedupeKind::message); !st) return Fail(st.error());
+  for (DedupeKind kind : {DedupeKind::event, DedupeKind::message}) {
+    if (std::none_of(keys.begin(), keys.end(), [kind](const DedupeKey& k) { return k.kind == kind; })) continue;
+    if (auto st = EvictDedupe(kind); !st) return Fail(st.error());
   }
   auto id = InsertInbox("AcceptMessage", thread, session, message, accepted);
   if (!id) return Fail(id.error());
@@ -121,28 +110,28 @@ Result<std::optional<std::int64_t>> RouterStore::AcceptMessage(const ThreadRef& 
 Status RouterStore::UpdateInboxText(std::int64_t id, std::string_view text) {
   auto q = db_->Query("UpdateInboxText", "UPDATE inbox SET edited_text = ?2 WHERE id = ?1");
   if (!q) return Fail(q.error());
-  if (auto st = q->Bind(id, text).Run(); !st) return st;
+  if (auto st = q->Exec(id, text); !st) return st;
   return RequireChange(*db_, "no inbox entry " + std::to_string(id) + " to edit");
 }
 
 Status RouterStore::MarkInboxDeleted(std::int64_t id) {
   auto q = db_->Query("MarkInboxDeleted", "UPDATE inbox SET deleted = 1 WHERE id = ?1");
   if (!q) return Fail(q.error());
-  if (auto st = q->Bind(id).Run(); !st) return st;
+  if (auto st = q->Exec(id); !st) return st;
   return RequireChange(*db_, "no inbox entry " + std::to_string(id) + " to mark deleted");
 }
 
 Status RouterStore::SetInboxReceipt(std::int64_t id, std::string_view receipt_id) {
   auto q = db_->Query("SetInboxReceipt", "UPDATE inbox SET receipt_id = ?2 WHERE id = ?1");
   if (!q) return Fail(q.error());
-  if (auto st = q->Bind(id, receipt_id).Run(); !st) return st;
+  if (auto st = q->Exec(id, receipt_id); !st) return st;
   return RequireChange(*db_, "no inbox entry " + std::to_string(id) + " to set the receipt of");
 }
 
 Result<bool> RouterStore::RemoveInbox(std::int64_t id) {
   auto q = db_->Query("RemoveInbox", "DELETE FROM inbox WHERE id = ?1");
   if (!q) return Fail(q.error());
-  if (auto st = q->Bind(id).Run(); !st) return Fail(st.error());
+  if (auto st = q->Exec(id); !st) return Fail(st.error());
   return db_->Changes() > 0;
 }
 
@@ -204,14 +193,13 @@ Result<TurnRecord> RouterStore::BeginTurn(std::int64_t inbox_id, std::string_vie
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11))sql");
   if (!insert) return Fail(insert.error());
   if (auto st = insert
-                    ->Bind(turn.request_id, inbox_id, turn.session, turn.thread, turn.author_id,
-                           InboundMessageToJsonText(turn.message), turn.placeholder_id, turn.started)
-                    .Run();
+                    ->Exec(turn.request_id, inbox_id, turn.session, turn.thread, turn.author_id,
+                           InboundMessageToJsonText(turn.message), turn.placeholder_id, turn.started);
       !st)
     return Fail(st.error());
   auto remove = db_->Query("BeginTurn", "DELETE FROM inbox WHERE id = ?1");
   if (!remove) return Fail(remove.error());
-  if (auto st = remove->Bind(inbox_id).Run(); !st) return Fail(st.error());
+  if (auto st = remove->Exec(inbox_id); !st) return Fail(st.error());
   if (auto st = tx->Commit(); !st) return Fail(st.error());
   return turn;
 }
@@ -219,7 +207,7 @@ Result<TurnRecord> RouterStore::BeginTurn(std::int64_t inbox_id, std::string_vie
 Status RouterStore::SetTurnPlaceholder(std::string_view request_id, std::string_view placeholder_id) {
   auto q = db_->Query("SetTurnPlaceholder", "UPDATE turns SET placeholder_id = ?2 WHERE request_id = ?1");
   if (!q) return Fail(q.error());
-  if (auto st = q->Bind(request_id, placeholder_id).Run(); !st) return st;
+  if (auto st = q->Exec(request_id, placeholder_id); !st) return st;
   return RequireChange(*db_, "no turn in flight with request id " + std::string(request_id));
 }
 
@@ -228,14 +216,14 @@ Status RouterStore::UpdateTurnCursor(std::string_view request_id, const TurnCurs
     UPDATE turns SET last_event_id = ?2, journal_id = ?3, turn_id = ?4, revision = ?5
     WHERE request_id = ?1)sql");
   if (!q) return Fail(q.error());
-  if (auto st = q->Bind(request_id, c.last_event_id, c.journal_id, c.turn_id, c.revision).Run(); !st) return st;
+  if (auto st = q->Exec(request_id, c.last_event_id, c.journal_id, c.turn_id, c.revision); !st) return st;
   return RequireChange(*db_, "no turn in flight with request id " + std::string(request_id));
 }
 
 Result<bool> RouterStore::FinishTurn(std::string_view request_id) {
   auto q = db_->Query("FinishTurn", "DELETE FROM turns WHERE request_id = ?1");
   if (!q) return Fail(q.error());
-  if (auto st = q->Bind(request_id).Run(); !st) return Fail(st.error());
+  if (auto st = q->Exec(request_id); !st) return Fail(st.error());
   return db_->Changes() > 0;
 }
 

@@ -63,9 +63,8 @@ Result<std::int64_t> RouterStore::InsertOutbox(std::string_view op, const Outbox
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12))sql");
   if (!q) return Fail(q.error());
   if (auto st =
-          q->Bind(e.thread, e.session, e.request_id, DumpJson(StringsToJson(e.parts)),
-                  static_cast<std::int64_t>(e.next_part), e.placeholder_id, e.attempts, e.next_attempt, e.last_error)
-              .Run();
+          q->Exec(e.thread, e.session, e.request_id, DumpJson(StringsToJson(e.parts)),
+                  static_cast<std::int64_t>(e.next_part), e.placeholder_id, e.attempts, e.next_attempt, e.last_error);
       !st)
     return Fail(st.error());
   return db_->LastInsertId();
@@ -80,7 +79,7 @@ Result<std::int64_t> RouterStore::CompleteTurn(const OutboxEntry& reply) {
   if (!tx) return Fail(tx.error());
   auto finish = db_->Query("CompleteTurn", "DELETE FROM turns WHERE request_id = ?1");
   if (!finish) return Fail(finish.error());
-  if (auto st = finish->Bind(reply.request_id).Run(); !st) return Fail(st.error());
+  if (auto st = finish->Exec(reply.request_id); !st) return Fail(st.error());
   if (db_->Changes() == 0)
     return Fail(Errc::not_found, "no turn in flight with request id " + reply.request_id + " to complete");
   auto id = InsertOutbox("CompleteTurn", reply);
@@ -94,7 +93,7 @@ Status RouterStore::UpdateOutbox(std::int64_t id, std::size_t next_part, int att
   auto q = db_->Query("UpdateOutbox", R"sql(
     UPDATE outbox SET next_part = ?2, attempts = ?3, next_attempt_ms = ?4, last_error = ?5 WHERE id = ?1)sql");
   if (!q) return Fail(q.error());
-  if (auto st = q->Bind(id, static_cast<std::int64_t>(next_part), attempts, next_attempt, last_error).Run(); !st)
+  if (auto st = q->Exec(id, static_cast<std::int64_t>(next_part), attempts, next_attempt, last_error); !st)
     return st;
   if (db_->Changes() == 0) return Fail(Errc::not_found, "no outbox entry " + std::to_string(id) + " to update");
   return {};
@@ -103,7 +102,7 @@ Status RouterStore::UpdateOutbox(std::int64_t id, std::size_t next_part, int att
 Result<bool> RouterStore::RemoveOutbox(std::int64_t id) {
   auto q = db_->Query("RemoveOutbox", "DELETE FROM outbox WHERE id = ?1");
   if (!q) return Fail(q.error());
-  if (auto st = q->Bind(id).Run(); !st) return Fail(st.error());
+  if (auto st = q->Exec(id); !st) return Fail(st.error());
   return db_->Changes() > 0;
 }
 
@@ -142,9 +141,8 @@ Status RouterStore::AddQuestion(const OpenQuestion& o) {
                            questions, asker_id, deadline_ms)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) ON CONFLICT DO NOTHING)sql");
   if (!q) return Fail(q.error());
-  if (auto st = q->Bind(o.id, o.session, o.request_id, o.input_id, o.thread, o.message_id,
-                        DumpJson(QuestionsToJson(o.questions)), o.asker_id, o.deadline)
-                    .Run();
+  if (auto st = q->Exec(o.id, o.session, o.request_id, o.input_id, o.thread, o.message_id,
+                        DumpJson(QuestionsToJson(o.questions)), o.asker_id, o.deadline);
       !st)
     return st;
   if (db_->Changes() == 0) return Fail(Errc::invalid_argument, "open question id " + o.id + " is in use");
@@ -186,7 +184,7 @@ Result<std::vector<OpenQuestion>> RouterStore::OpenQuestionsIn(const ThreadRef& 
 Result<bool> RouterStore::RemoveQuestion(std::string_view id) {
   auto q = db_->Query("RemoveQuestion", "DELETE FROM questions WHERE id = ?1");
   if (!q) return Fail(q.error());
-  if (auto st = q->Bind(id).Run(); !st) return Fail(st.error());
+  if (auto st = q->Exec(id); !st) return Fail(st.error());
   return db_->Changes() > 0;
 }
 

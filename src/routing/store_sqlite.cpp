@@ -67,10 +67,11 @@ Stmt::~Stmt() {
 }
 
 void Stmt::BindOne(int& index, std::string_view text) {
-  // Copied (TRANSIENT): a caller's temporary may go before the statement steps. An empty view may
-  // have a null data(), which SQLite would bind as NULL: a text column gets '' instead.
+  // Copied (TRANSIENT) unless inside Exec: a caller's temporary may go before the statement steps.
+  // An empty view may have a null data(), which SQLite would bind as NULL: a text column gets ''.
   const char* data = text.data() != nullptr ? text.data() : "";
-  const int rc = sqlite3_bind_text64(stmt_, index++, data, text.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
+  const int rc =
+      sqlite3_bind_text64(stmt_, index++, data, text.size(), copy_text_ ? SQLITE_TRANSIENT : SQLITE_STATIC, SQLITE_UTF8);
   if (rc != SQLITE_OK && bind_error_ == SQLITE_OK) bind_error_ = rc;
 }
 

@@ -73,17 +73,31 @@ class Stmt {
  public:
   Stmt(Db& db, sqlite3_stmt* stmt, std::string_view op) : db_(&db), stmt_(stmt), op_(op) {}
   ~Stmt();
-  Stmt(Stmt&& other) noexcept : db_(other.db_), stmt_(other.stmt_), op_(other.op_) { other.stmt_ = nullptr; }
+  Stmt(Stmt&& other) noexcept
+      : db_(other.db_), stmt_(other.stmt_), op_(other.op_), bind_error_(other.bind_error_) {
+    other.stmt_ = nullptr;
+  }
   Stmt(const Stmt&) = delete;
   Stmt& operator=(const Stmt&) = delete;
   Stmt& operator=(Stmt&&) = delete;
 
-  // Binds parameters ?1, ?2, ... in order; a ThreadRef takes four, a ChatRef three. Text is copied.
+  // Binds parameters ?1, ?2, ... in order; a ThreadRef takes four, a ChatRef three. Text is copied
+  // (a caller's temporary may go before the statement steps; Exec below need not copy).
   template <typename... Args>
   Stmt& Bind(const Args&... args) {
     int index = 1;
     (BindOne(index, args), ...);
     return *this;
+  }
+
+  // Binds and steps to the end in one call, ignoring rows. Text is not copied: the arguments outlive
+  // the call, and the statement reads them only within it (its bindings are cleared when it goes).
+  template <typename... Args>
+  Status Exec(const Args&... args) {
+    copy_text_ = false;
+    Bind(args...);
+    copy_text_ = true;
+    return Run();
   }
 
   Result<bool> Step();  // true: a row is ready; false: done
@@ -113,6 +127,7 @@ class Stmt {
   std::string_view op_;  // a literal: the caller's operation name
   // A bind fails only on a misuse (a wrong index, a string past SQLite's limit); kept for Step.
   int bind_error_ = SQLITE_OK;
+  bool copy_text_ = true;  // false only inside Exec
 };
 
 // BEGIN IMMEDIATE ... COMMIT; rolled back when it goes uncommitted (an early return on an error).

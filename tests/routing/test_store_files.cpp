@@ -180,9 +180,9 @@ TEST_CASE("store: a child killed with SIGKILL mid-writes leaves every committed 
   s.reset();
   RawDb raw(path);
   const auto entries = static_cast<std::int64_t>(inbox->size());
-  CHECK(raw.Int("SELECT count(*) FROM dedupe WHERE kind = 'event'") == entries);
-  CHECK(raw.Int("SELECT count(*) FROM dedupe WHERE kind = 'message'") == entries);
-  CHECK(raw.Int("SELECT count(*) FROM dedupe WHERE key = 'M" + std::to_string(entries) + "'") == 1);
+  CHECK(raw.Int("SELECT count(*) FROM dedupe_event") == entries);
+  CHECK(raw.Int("SELECT count(*) FROM dedupe_message") == entries);
+  CHECK(raw.Int("SELECT count(*) FROM (SELECT key FROM dedupe_event UNION ALL SELECT key FROM dedupe_message) WHERE key = 'M" + std::to_string(entries) + "'") == 1);
 }
 
 TEST_CASE("store: a store of a newer schema version is refused naming both versions", "[routing][store]") {

@@ -254,6 +254,29 @@ TEST_CASE("store: dedupe keys are bounded per kind with the oldest evicted", "[r
 
   store.reset();
   RawDb raw(dir.File("router.db"));
-  CHECK(raw.Int("SELECT count(*) FROM dedupe WHERE kind = 'event'") == 3);
-  CHECK(raw.Int("SELECT count(*) FROM dedupe WHERE kind = 'message'") == 3);
+  CHECK(raw.Int("SELECT count(*) FROM dedupe_event") == 3);
+  CHECK(raw.Int("SELECT count(*) FROM dedupe_message") == 3);
+}
+
+TEST_CASE("store: a forgotten dedupe key leaves the bound and eviction passes over it", "[routing][store]") {
+  TempDir dir;
+  StoreLimits limits;
+  limits.dedupe_per_kind = 3;
+  auto store = OpenStore(dir.File("router.db"), limits);
+  auto& s = *store;
+  for (const char* k : {"e1", "e2", "e3"}) REQUIRE_FALSE(*s.SeenOrRemember(DedupeKind::event, k));
+  REQUIRE(*s.Forget(DedupeKind::event, "e2"));
+  CHECK_FALSE(*s.Forget(DedupeKind::event, "e2"));
+  REQUIRE_FALSE(*s.SeenOrRemember(DedupeKind::event, "e4"));  // three again: nothing evicted
+  CHECK(*s.SeenOrRemember(DedupeKind::event, "e1"));
+  REQUIRE_FALSE(*s.SeenOrRemember(DedupeKind::event, "e5"));  // four: e1 goes
+  CHECK_FALSE(*s.Forget(DedupeKind::event, "e1"));
+  REQUIRE_FALSE(*s.SeenOrRemember(DedupeKind::event, "e6"));  // e3 goes; e2's old place is passed over
+  for (const char* k : {"e4", "e5", "e6"}) CHECK(*s.SeenOrRemember(DedupeKind::event, k));
+  CHECK_FALSE(*s.SeenOrRemember(DedupeKind::event, "e2"));  // forgotten: new again (and e4 goes)
+  CHECK_FALSE(*s.Forget(DedupeKind::event, "e4"));
+  store.reset();
+  RawDb raw(dir.File("router.db"));
+  CHECK(raw.Int("SELECT count(*) FROM dedupe_event") == 3);
+  CHECK(raw.Int("SELECT count(*) FROM dedupe_event WHERE key IN ('e5', 'e6', 'e2')") == 3);
 }

@@ -33,11 +33,11 @@ TEST_CASE("store schema: a new store is at this build's version with every table
   TempDir dir;
   const std::string path = dir.File("router.db");
   OpenStore(path).reset();
-  REQUIRE(SchemaVersion() == 4);
-  REQUIRE(SchemaSteps().size() == 4);
+  REQUIRE(SchemaVersion() == 5);
+  REQUIRE(SchemaSteps().size() == 5);
   RawDb raw(path);
   CHECK(raw.Int("PRAGMA user_version") == SchemaVersion());
-  for (const char* table : {"bindings", "chat_sessions", "current_sessions", "bot_messages", "dedupe", "inbox",
+  for (const char* table : {"bindings", "chat_sessions", "current_sessions", "bot_messages", "dedupe_event", "dedupe_message", "inbox",
                             "turns", "outbox", "questions", "cursors"}) {
     INFO(table);
     CHECK(raw.Int(std::string("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = '") + table + "'") ==
@@ -162,6 +162,37 @@ TEST_CASE("store schema: a v3 store keeps its bounded rows, their order and thei
   CHECK_FALSE(*store->SeenOrRemember(DedupeKind::event, "E3"));
   CHECK_FALSE(*store->Forget(DedupeKind::event, "E1"));
   CHECK(*store->SeenOrRemember(DedupeKind::message, "M1"));
+}
+
+TEST_CASE("store schema: a v4 store's dedupe keys move to a table per kind at v5, in their order", "[routing][store]") {
+  TempDir dir;
+  const std::string path = dir.File("router.db");
+  {
+    auto db = OpenDb(path);
+    REQUIRE(Migrate(*db, SchemaSteps().first(4)));
+    REQUIRE(db->Exec("v4 rows", R"sql(
+      INSERT INTO dedupe (seq, kind, key) VALUES
+        (3, 'event', 'E1'), (4, 'message', 'M1'), (8, 'event', 'E2'), (9, 'message', 'M2'), (11, 'event', 'E3');)sql"));
+  }
+  StoreLimits limits;
+  limits.dedupe_per_kind = 3;
+  auto store = OpenStore(path, limits);
+  {
+    RawDb raw(path);
+    CHECK(raw.Int("PRAGMA user_version") == SchemaVersion());
+    CHECK(raw.Int("SELECT count(*) FROM sqlite_schema WHERE name = 'dedupe'") == 0);
+    CHECK(raw.Int("SELECT seq FROM dedupe_event WHERE key = 'E3'") == 11);
+    CHECK(raw.Int("SELECT count(*) FROM dedupe_message") == 2);
+  }
+  for (const char* k : {"E1", "E2", "E3"}) CHECK(*store->SeenOrRemember(DedupeKind::event, k));
+  CHECK(*store->SeenOrRemember(DedupeKind::message, "M1"));
+  CHECK_FALSE(*store->SeenOrRemember(DedupeKind::message, "E1"));  // kinds stay apart
+  // At the bound: a fourth event key evicts the oldest, E1, and is written after E3.
+  CHECK_FALSE(*store->SeenOrRemember(DedupeKind::event, "E4"));
+  CHECK_FALSE(*store->Forget(DedupeKind::event, "E1"));
+  CHECK(*store->SeenOrRemember(DedupeKind::event, "E2"));
+  store.reset();
+  CHECK(RawDb(path).Int("SELECT seq FROM dedupe_event WHERE key = 'E4'") > 11);
 }
 
 TEST_CASE("store schema: a failing step changes nothing, its version included", "[routing][store]") {

@@ -1,0 +1,156 @@
+// The store's redelivery dedupe keys (store.hpp): one table per kind, rows appended in order and the
+// oldest evicted past the bound, mirrored in memory (RouterStore::DedupeKeys) so that the intake's
+// look-up costs no SQL and its write is one append.
+#include <algorithm>
+#include <functional>
+
+#include "routing/store.hpp"
+#include "routing/store_sqlite.hpp"
+
+namespace sessionturn::routing {
+namespace {
+
+// Table names are fixed text, never input.
+struct KindSql {
+  std::string_view load, key_at, insert, evict, forget;
+};
+
+const KindSql& SqlOf(DedupeKind kind) {
+  static const KindSql kEvent{"SELECT seq, key FROM dedupe_event ORDER BY seq",
+                              "SELECT key FROM dedupe_event WHERE seq = ?1",
+                              "INSERT INTO dedupe_event (key) VALUES (?1)",
+                              "DELETE FROM dedupe_event WHERE seq <= ?1",
+                              "DELETE FROM dedupe_event WHERE seq = ?1"};
+  static const KindSql kMessage{"SELECT seq, key FROM dedupe_message ORDER BY seq",
+                                "SELECT key FROM dedupe_message WHERE seq = ?1",
+                                "INSERT INTO dedupe_message (key) VALUES (?1)",
+                                "DELETE FROM dedupe_message WHERE seq <= ?1",
+                                "DELETE FROM dedupe_message WHERE seq = ?1"};
+  return kind == DedupeKind::event ? kEvent : kMessage;
+}
+
+}  // namespace
+
+std::uint64_t RouterStore::KeyHash(std::string_view key) {
+  return std::hash<std::string_view>{}(key);
+}
+
+bool RouterStore::DedupeKeys::Has(std::uint64_t hash, std::int64_t seq) const {
+  auto [first, last] = seq_by_hash.equal_range(hash);
+  return std::any_of(first, last, [seq](const auto& e) { return e.second == seq; });
+}
+
+void RouterStore::DedupeKeys::Erase(std::uint64_t hash, std::int64_t seq) {
+  auto [first, last] = seq_by_hash.equal_range(hash);
+  for (auto it = first; it != last; ++it) {
+    if (it->second == seq) {
+      seq_by_hash.erase(it);
+      --live;
+      return;
+    }
+  }
+}
+
+Result<RouterStore::DedupeMirror*> RouterStore::Dedupe() {
+  if (dedupe_.at && *dedupe_.at == db_->rollbacks()) return &dedupe_;
+  for (DedupeKind kind : {DedupeKind::event, DedupeKind::message}) {
+    DedupeKeys fresh;
+    auto q = db_->Query("load the dedupe keys", SqlOf(kind).load);
+    if (!q) return Fail(q.error());
+    for (;;) {
+      auto row = q->Step();
+      if (!row) return Fail(row.error());
+      if (!*row) break;
+      const std::int64_t seq = q->Int(0);
+      const std::uint64_t hash = KeyHash(q->Text(1));
+      fresh.seq_by_hash.emplace(hash, seq);
+      fresh.order.emplace_back(seq, hash);
+      ++fresh.live;
+    }
+    dedupe_.Of(kind) = std::move(fresh);
+  }
+  dedupe_.at = db_->rollbacks();
+  return &dedupe_;
+}
+
+Result<std::optional<std::int64_t>> RouterStore::FindKey(DedupeKind kind, std::string_view key, std::uint64_t hash) {
+  auto mirror = Dedupe();
+  if (!mirror) return Fail(mirror.error());
+  auto [first, last] = (*mirror)->Of(kind).seq_by_hash.equal_range(hash);
+  for (auto it = first; it != last; ++it) {
+    // The hash matched: the row says whether the key did (a redelivery, or a rare collision).
+    auto q = db_->Query("look up a dedupe key", SqlOf(kind).key_at);
+    if (!q) return Fail(q.error());
+    auto row = q->Bind(it->second).Step();
+    if (!row) return Fail(row.error());
+    if (*row && q->Text(0) == key) return std::optional<std::int64_t>(it->second);
+  }
+  return std::optional<std::int64_t>();
+}
+
+Status RouterStore::RememberKey(std::string_view op, DedupeKind kind, std::string_view key, std::uint64_t hash) {
+  auto mirror = Dedupe();
+  if (!mirror) return Fail(mirror.error());
+  auto insert = db_->Query(op, SqlOf(kind).insert);
+  if (!insert) return Fail(insert.error());
+  if (auto st = insert->Exec(key); !st) return st;
+  const std::int64_t seq = db_->LastInsertId();
+  DedupeKeys& keys = (*mirror)->Of(kind);
+  keys.seq_by_hash.emplace(hash, seq);
+  keys.order.emplace_back(seq, hash);
+  ++keys.live;
+  return {};
+}
+
+Status RouterStore::EvictDedupe(DedupeKind kind) {
+  auto mirror = Dedupe();
+  if (!mirror) return Fail(mirror.error());
+  DedupeKeys& keys = (*mirror)->Of(kind);
+  std::int64_t excess = keys.live - static_cast<std::int64_t>(limits_.dedupe_per_kind);
+  if (excess <= 0) return {};
+  // The oldest rows past the bound: a range of the rowid, up to the last of them still remembered.
+  std::int64_t through = 0;
+  std::int64_t evicted = 0;
+  while (excess > 0 && !keys.order.empty()) {
+    const auto [seq, hash] = keys.order.front();
+    keys.order.pop_front();
+    if (!keys.Has(hash, seq)) continue;  // forgotten already: its row is gone
+    keys.Erase(hash, seq);
+    through = seq;
+    ++evicted;
+    --excess;
+  }
+  auto evict = db_->Query("evict dedupe keys", SqlOf(kind).evict);
+  if (!evict) return Fail(evict.error());
+  if (auto st = evict->Exec(through); !st) return st;
+  if (db_->Changes() != evicted) dedupe_.at.reset();  // the mirror was off: loaded again next time
+  return {};
+}
+
+Result<bool> RouterStore::SeenOrRemember(DedupeKind kind, std::string_view key) {
+  const std::uint64_t hash = KeyHash(key);
+  auto seen = FindKey(kind, key, hash);
+  if (!seen) return Fail(seen.error());
+  if (*seen) return true;  // nothing written
+  auto tx = Transaction::Begin(*db_, "SeenOrRemember");
+  if (!tx) return Fail(tx.error());
+  if (auto st = RememberKey("SeenOrRemember", kind, key, hash); !st) return Fail(st.error());
+  if (auto st = EvictDedupe(kind); !st) return Fail(st.error());
+  if (auto st = tx->Commit(); !st) return Fail(st.error());
+  return false;
+}
+
+Result<bool> RouterStore::Forget(DedupeKind kind, std::string_view key) {
+  const std::uint64_t hash = KeyHash(key);
+  auto seq = FindKey(kind, key, hash);
+  if (!seq) return Fail(seq.error());
+  if (!*seq) return false;
+  auto q = db_->Query("Forget", SqlOf(kind).forget);
+  if (!q) return Fail(q.error());
+  if (auto st = q->Exec(**seq); !st) return Fail(st.error());
+  if (db_->Changes() != 1) dedupe_.at.reset();
+  dedupe_.Of(kind).Erase(hash, **seq);  // its place in `order` is passed over at eviction
+  return true;
+}
+
+}  // namespace sessionturn::routing
