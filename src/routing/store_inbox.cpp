@@ -169,12 +169,6 @@ Result<TurnRecord> RouterStore::BeginTurn(std::int64_t inbox_id, std::string_vie
   if (entry->deleted)
     return Fail(Errc::invalid_argument, "inbox entry " + std::to_string(inbox_id) + " was deleted by its author");
 
-  auto used = db_->Query("BeginTurn", "SELECT 1 FROM turns WHERE request_id = ?1");
-  if (!used) return Fail(used.error());
-  auto in_use = used->Bind(request_id).Step();
-  if (!in_use) return Fail(in_use.error());
-  if (*in_use) return Fail(Errc::invalid_argument, "request id " + std::string(request_id) + " is in use by a turn");
-
   TurnRecord turn;
   turn.inbox_id = inbox_id;
   turn.request_id = std::string(request_id);
@@ -190,13 +184,16 @@ Result<TurnRecord> RouterStore::BeginTurn(std::int64_t inbox_id, std::string_vie
   auto insert = db_->Query("BeginTurn", R"sql(
     INSERT INTO turns (request_id, inbox_id, session, platform, workspace, chat, thread, author_id, message,
                        placeholder_id, started_ms)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11))sql");
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) ON CONFLICT (request_id) DO NOTHING)sql");
   if (!insert) return Fail(insert.error());
   if (auto st = insert
                     ->Exec(turn.request_id, inbox_id, turn.session, turn.thread, turn.author_id,
                            InboundMessageToJsonText(turn.message), turn.placeholder_id, turn.started);
       !st)
     return Fail(st.error());
+  // Nothing written, so the transaction (or the batch it joined) is as it was.
+  if (db_->Changes() == 0)
+    return Fail(Errc::invalid_argument, "request id " + std::string(request_id) + " is in use by a turn");
   auto remove = db_->Query("BeginTurn", "DELETE FROM inbox WHERE id = ?1");
   if (!remove) return Fail(remove.error());
   if (auto st = remove->Exec(inbox_id); !st) return Fail(st.error());
