@@ -115,8 +115,19 @@ class WaitOp : public std::enable_shared_from_this<WaitOp> {
     }
     if (seen->live.alive) return Starting(info, seen->live.pid);
     if (started_pid_ != 0) {
-      // The runtime this wait started is gone again: a restart did not cure it.
-      return Finish(Fail(Errc::failed, "Session " + name_ + ": " + info.message));
+      // The runtime this wait started is gone again. Gone idle, it served and nobody came in its
+      // suspend_after (a short one, on a loaded machine, can pass before this wait looks): started
+      // again, a few times. Gone any other way, a restart did not cure it.
+      const bool idle = info.phase == SessionPhase::suspended && info.suspended == SuspendReason::idle;
+      if (!idle || idle_restarts_ >= kIdleRestarts) {
+        return Finish(Fail(Errc::failed, "Session " + name_ + ": " + info.message +
+                                             (idle ? " (its runtime went idle " + std::to_string(idle_restarts_ + 1) +
+                                                         " times before this wait saw it serving: is suspend_after "
+                                                         "too short?)"
+                                                   : std::string())));
+      }
+      ++idle_restarts_;
+      poll_ = std::chrono::milliseconds(1);
     }
     Start(lock, *seen);
   }
@@ -184,6 +195,8 @@ class WaitOp : public std::enable_shared_from_this<WaitOp> {
   std::string reported_;
   std::string last_message_;
   long started_pid_ = 0;
+  int idle_restarts_ = 0;  // runtimes this wait started that went idle before it saw them serving
+  static constexpr int kIdleRestarts = 3;
   SteadyClock::time_point start_deadline_{};
   std::chrono::milliseconds poll_{1};
 };

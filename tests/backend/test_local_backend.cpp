@@ -1,6 +1,7 @@
 // LocalBackend with child-process runtimes: create, turns, the idle policy and resume (the Session
 // remembers), the connector starting an idle-exited runtime again, owner suspension, delete, list with
 // a selector, ownership, parameters, a corrupt session.json, delete_after, a long state root.
+#include <atomic>
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -77,6 +78,36 @@ TEST_CASE("local backend: create then turn then idle suspension then resume and 
   auto t3 = Turn(ctx, first.connector, "later");
   CHECK(t3.text == "echo #3: later");
   CHECK(GetInfo(*backend, "chat-1").phase == SessionPhase::ready);
+}
+
+TEST_CASE("local backend: a runtime that went idle before WaitReady saw it serving is started again",
+          "[backend][local]") {
+  StateRoot root;
+  Context ctx;
+  auto o = Options(root);
+  o.suspend_after = 1s;
+  auto backend = MakeBackend(ctx, o);
+  REQUIRE(backend->Ensure("slow-look", {}).has_value());
+  // Once the wait has started the runtime, the Context's worker is held (a loaded machine) until
+  // that runtime has served its suspend_after and gone idle: the wait's next look finds it gone.
+  std::atomic<bool> held{false};
+  std::atomic<bool> went_idle{false};
+  const std::string runtime_json = root.Session("slow-look") + "/runtime.json";
+  Stages stages;
+  ReadyProgress record = stages.Callback();
+  ReadyProgress progress = [&](const SessionInfo& info, std::string_view stage) {
+    record(info, stage);
+    if (stage != "starting" || held.exchange(true)) return;
+    ctx.Post([&] {
+      went_idle = Eventually([&] { return ReadFile(runtime_json).find("\"exit\":\"idle\"") != std::string::npos; }, 20s);
+    });
+  };
+  auto ready = backend->WaitReady("slow-look", std::chrono::steady_clock::now() + kWait, progress);
+  REQUIRE(went_idle);
+  INFO((ready ? std::string() : ready.error().ToString()));
+  REQUIRE(ready.has_value());
+  CHECK(stages.Joined() == "starting,resuming,ready");
+  CHECK(Turn(ctx, ready->connector, "still here").text == "echo #1: still here");
 }
 
 TEST_CASE("local backend: handlers run on a Context worker and blocking forms refuse there", "[backend][local]") {
