@@ -174,7 +174,11 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   bool torn_down = false;
   bool gauges_due = false;  // a PublishGauges count is posted
   // Rendered router texts (receipts, notes) by their Markdown: the same few, rendered once each.
-  mutable std::unordered_map<std::string, std::string> rendered;
+  struct TextHash {
+    using is_transparent = void;  // looked up by string_view, without a copy
+    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  };
+  mutable std::unordered_map<std::string, std::string, TextHash, std::equal_to<>> rendered;
   std::function<void()> finish_shutdown;  // set while a Shutdown's notices are going out
   std::unordered_map<std::string, std::shared_ptr<routing::SessionRun>> sessions;
   std::deque<std::string> admission;  // Sessions waiting for a slot, in order

@@ -33,7 +33,7 @@ std::string Router::Impl::Render(std::string_view markdown) const {
   constexpr std::size_t kCacheEntries = 512;
   const bool cacheable = markdown.size() < kCachedBelow;
   if (cacheable) {
-    if (auto hit = rendered.find(std::string(markdown)); hit != rendered.end()) return hit->second;
+    if (auto hit = rendered.find(markdown); hit != rendered.end()) return hit->second;
   }
   std::string text = RenderOne(markdown);
   if (cacheable) {

@@ -153,16 +153,19 @@ DROP TRIGGER dedupe_removed;
 DROP TABLE row_counts;
 )sql";
 
-// v5. A dedupe key's write was three b-tree inserts (the table, the (kind, key) unique index, the
-// (kind, seq) eviction index) and a look-up: the intake's largest cost. The store now keeps the keys
-// in memory (store_dedupe.cpp; the file is locked, it is the only writer) and each kind in a table of
-// its own, where a key is one append and eviction a range of the rowid.
+// v5. A cheaper intake. A dedupe key's write was three b-tree inserts (the table, the (kind, key)
+// unique index, the (kind, seq) eviction index) and a look-up: the intake's largest cost. The store
+// now keeps the keys in memory (store_dedupe.cpp; the file is locked, it is the only writer) and each
+// kind in a table of its own, where a key is one append and eviction a range of the rowid. The inbox
+// loses its index by session, written at every intake and every turn's start and read by nothing
+// but ListInbox(session), which scans instead (the inbox holds only messages waiting for a turn).
 constexpr std::string_view kSchemaV5 = R"sql(
 CREATE TABLE dedupe_event (seq INTEGER PRIMARY KEY, key TEXT NOT NULL);
 CREATE TABLE dedupe_message (seq INTEGER PRIMARY KEY, key TEXT NOT NULL);
 INSERT INTO dedupe_event (seq, key) SELECT seq, key FROM dedupe WHERE kind = 'event' ORDER BY seq;
 INSERT INTO dedupe_message (seq, key) SELECT seq, key FROM dedupe WHERE kind = 'message' ORDER BY seq;
 DROP TABLE dedupe;
+DROP INDEX inbox_by_session;
 )sql";
 
 // Append only: a released step never changes, since stores in the field already ran it. A v2 is a
@@ -177,7 +180,7 @@ constexpr SchemaStep kSchemaSteps[] = {
     {3, "v3: adapters keep their delivery cursors (Telegram's update offset)",
      "CREATE TABLE cursors (name TEXT PRIMARY KEY, value TEXT NOT NULL, updated_ms INTEGER NOT NULL);"},
     {4, "v4: cheaper writes to the bounded tables", kSchemaV4},
-    {5, "v5: a dedupe key is one append", kSchemaV5},
+    {5, "v5: a cheaper intake (dedupe keys appended, no inbox index by session)", kSchemaV5},
 };
 
 }  // namespace
