@@ -128,7 +128,7 @@ void Router::Impl::StartQueued(std::shared_ptr<const std::vector<std::string>> n
     std::shared_ptr<SessionRun> session;
     Waiting waiting;
     std::string request_id;
-    Result<routing::TurnRecord> record = Fail(Errc::internal, "the turn was not recorded");
+    Status record = Fail(Errc::internal, "the turn was not recorded");
   };
   std::vector<Start> starts;
   std::size_t next = from;
@@ -197,8 +197,8 @@ std::string Router::Impl::NewRequestId() {
   return id;
 }
 
-Result<routing::TurnRecord> Router::Impl::RecordTurn(const Waiting& w, const std::string& request_id) {
-  return store->BeginTurn(w.inbox_id, request_id, std::chrono::system_clock::now(),
+Status Router::Impl::RecordTurn(const Waiting& w, const std::string& request_id) {
+  return store->MoveToTurns(w.inbox_id, request_id, std::chrono::system_clock::now(),
                           w.receipt ? w.receipt->message_id : std::string());
 }
 
@@ -206,14 +206,14 @@ void Router::Impl::StartTurn(SessionRun& s, Waiting w) {
   std::string id = NewRequestId();
   // Durable before the prompt goes out: a restart then attaches to the turn instead of sending the
   // message a second time.
-  Result<routing::TurnRecord> record = Fail(Errc::internal, "the turn was not recorded");
+  Status record = Fail(Errc::internal, "the turn was not recorded");
   if (Status committed = Durably("starting a turn", [&] { record = RecordTurn(w, id); }); !committed && record) {
     record = Fail(committed.error());
   }
   LaunchTurn(s, std::move(w), std::move(id), std::move(record));
 }
 
-void Router::Impl::LaunchTurn(SessionRun& s, Waiting w, std::string id, Result<routing::TurnRecord> record) {
+void Router::Impl::LaunchTurn(SessionRun& s, Waiting w, std::string id, Status record) {
   s.starting = false;
   if (!record) {
     Log(LogLevel::warning, "message " + w.message.message_id + " could not start: " + record.error().ToString());

@@ -238,6 +238,10 @@ class RouterStore {
   // entry's receipt.
   Result<TurnRecord> BeginTurn(std::int64_t inbox_id, std::string_view request_id, StoreTime started,
                                std::string_view placeholder_id = {});
+  // BeginTurn for a caller that holds the message already (the Router): an entry as it was accepted
+  // moves in SQL and nothing is read back; an edited one goes through BeginTurn. The same refusals.
+  Status MoveToTurns(std::int64_t inbox_id, std::string_view request_id, StoreTime started,
+                     std::string_view placeholder_id = {});
   Status SetTurnPlaceholder(std::string_view request_id, std::string_view placeholder_id);
   // Called for every event worth a cursor move: one UPDATE by key, a WAL append.
   Status UpdateTurnCursor(std::string_view request_id, const TurnCursor& cursor);

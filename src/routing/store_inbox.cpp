@@ -60,10 +60,10 @@ Status RequireChange(Db& db, const std::string& what) {
 Result<std::int64_t> RouterStore::InsertInbox(std::string_view op, const ThreadRef& thread, std::string_view session,
                                               const InboundMessage& message, StoreTime accepted) {
   auto q = db_->Query(op, R"sql(
-    INSERT INTO inbox (platform, workspace, chat, thread, session, message, accepted_ms)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7))sql");
+    INSERT INTO inbox (platform, workspace, chat, thread, session, author_id, message, accepted_ms)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8))sql");
   if (!q) return Fail(q.error());
-  if (auto st = q->Exec(thread, session, InboundMessageToJsonText(message), accepted); !st)
+  if (auto st = q->Exec(thread, session, message.author_id, InboundMessageToJsonText(message), accepted); !st)
     return Fail(st.error());
   return db_->LastInsertId();
 }
@@ -199,6 +199,33 @@ Result<TurnRecord> RouterStore::BeginTurn(std::int64_t inbox_id, std::string_vie
   if (auto st = remove->Exec(inbox_id); !st) return Fail(st.error());
   if (auto st = tx->Commit(); !st) return Fail(st.error());
   return turn;
+}
+
+Status RouterStore::MoveToTurns(std::int64_t inbox_id, std::string_view request_id, StoreTime started,
+                                std::string_view placeholder_id) {
+  if (request_id.empty()) return Fail(Errc::invalid_argument, "a turn needs a request id");
+  auto tx = Transaction::Begin(*db_, "MoveToTurns");
+  if (!tx) return Fail(tx.error());
+  // An entry as it was accepted (not edited, not deleted) moves as its row is: no JSON read or written.
+  auto move = db_->Query("MoveToTurns", R"sql(
+    INSERT INTO turns (request_id, inbox_id, session, platform, workspace, chat, thread, author_id, message,
+                       placeholder_id, started_ms)
+    SELECT ?1, id, session, platform, workspace, chat, thread, author_id, message,
+           CASE WHEN ?3 = '' THEN receipt_id ELSE ?3 END, ?4
+    FROM inbox WHERE id = ?2 AND deleted = 0 AND edited_text IS NULL
+    ON CONFLICT (request_id) DO NOTHING)sql");
+  if (!move) return Fail(move.error());
+  if (auto st = move->Exec(request_id, inbox_id, placeholder_id, started); !st) return Fail(st.error());
+  if (db_->Changes() == 0) {
+    // Edited, deleted, not there, or the request id in use: BeginTurn applies the edit or says which.
+    auto turn = BeginTurn(inbox_id, request_id, started, placeholder_id);
+    if (!turn) return Fail(turn.error());
+    return tx->Commit();
+  }
+  auto remove = db_->Query("MoveToTurns", "DELETE FROM inbox WHERE id = ?1");
+  if (!remove) return Fail(remove.error());
+  if (auto st = remove->Exec(inbox_id); !st) return Fail(st.error());
+  return tx->Commit();
 }
 
 Status RouterStore::SetTurnPlaceholder(std::string_view request_id, std::string_view placeholder_id) {

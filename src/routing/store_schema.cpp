@@ -158,7 +158,8 @@ DROP TABLE row_counts;
 // now keeps the keys in memory (store_dedupe.cpp; the file is locked, it is the only writer) and each
 // kind in a table of its own, where a key is one append and eviction a range of the rowid. The inbox
 // loses its index by session, written at every intake and every turn's start and read by nothing
-// but ListInbox(session), which scans instead (the inbox holds only messages waiting for a turn).
+// but ListInbox(session), which scans instead (the inbox holds only messages waiting for a turn),
+// and gains its message's author, so that a turn's start moves the row in SQL (MoveToTurns).
 constexpr std::string_view kSchemaV5 = R"sql(
 CREATE TABLE dedupe_event (seq INTEGER PRIMARY KEY, key TEXT NOT NULL);
 CREATE TABLE dedupe_message (seq INTEGER PRIMARY KEY, key TEXT NOT NULL);
@@ -166,6 +167,8 @@ INSERT INTO dedupe_event (seq, key) SELECT seq, key FROM dedupe WHERE kind = 'ev
 INSERT INTO dedupe_message (seq, key) SELECT seq, key FROM dedupe WHERE kind = 'message' ORDER BY seq;
 DROP TABLE dedupe;
 DROP INDEX inbox_by_session;
+ALTER TABLE inbox ADD COLUMN author_id TEXT NOT NULL DEFAULT '';
+UPDATE inbox SET author_id = COALESCE(json_extract(message, '$.author_id'), '') WHERE json_valid(message);
 )sql";
 
 // Append only: a released step never changes, since stores in the field already ran it. A v2 is a

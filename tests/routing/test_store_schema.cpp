@@ -172,7 +172,9 @@ TEST_CASE("store schema: a v4 store's dedupe keys move to a table per kind at v5
     REQUIRE(Migrate(*db, SchemaSteps().first(4)));
     REQUIRE(db->Exec("v4 rows", R"sql(
       INSERT INTO dedupe (seq, kind, key) VALUES
-        (3, 'event', 'E1'), (4, 'message', 'M1'), (8, 'event', 'E2'), (9, 'message', 'M2'), (11, 'event', 'E3');)sql"));
+        (3, 'event', 'E1'), (4, 'message', 'M1'), (8, 'event', 'E2'), (9, 'message', 'M2'), (11, 'event', 'E3');
+      INSERT INTO inbox (platform, workspace, chat, thread, session, message, accepted_ms) VALUES
+        ('slack', 'T1', 'C1', '', 'sess', '{"platform":"slack","chat":"C1","message_id":"5","author_id":"U7","text":"hi"}', 1);)sql"));
   }
   StoreLimits limits;
   limits.dedupe_per_kind = 3;
@@ -183,6 +185,7 @@ TEST_CASE("store schema: a v4 store's dedupe keys move to a table per kind at v5
     CHECK(raw.Int("SELECT count(*) FROM sqlite_schema WHERE name = 'dedupe'") == 0);
     CHECK(raw.Int("SELECT seq FROM dedupe_event WHERE key = 'E3'") == 11);
     CHECK(raw.Int("SELECT count(*) FROM dedupe_message") == 2);
+    CHECK(raw.Int("SELECT count(*) FROM inbox WHERE author_id = 'U7'") == 1);  // a waiting message keeps its author
   }
   for (const char* k : {"E1", "E2", "E3"}) CHECK(*store->SeenOrRemember(DedupeKind::event, k));
   CHECK(*store->SeenOrRemember(DedupeKind::message, "M1"));

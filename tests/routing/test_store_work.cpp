@@ -319,6 +319,55 @@ TEST_CASE("store: BeginTurn moves an inbox entry to the turns with its edited te
   }
 }
 
+TEST_CASE("store: MoveToTurns moves an entry as BeginTurn does, and refuses the same", "[routing][store]") {
+  Fixture f;
+  auto& s = *f.store;
+  const InboundMessage full = FullMessage();
+  const auto plain = *s.AddInbox(Thread(), "sess", full, At(1));
+  const auto edited = *s.AddInbox(Thread("t2"), "sess-2", Message("before"), At(2));
+  const auto deleted = *s.AddInbox(Thread(), "sess", Message("gone"), At(3));
+  REQUIRE(s.UpdateInboxText(edited, "after"));
+  REQUIRE(s.MarkInboxDeleted(deleted));
+  REQUIRE(s.SetInboxReceipt(plain, "r-1"));
+
+  REQUIRE(s.MoveToTurns(plain, "req-1", At(100)));
+  REQUIRE(s.MoveToTurns(edited, "req-2", At(101), "ph-2"));
+  auto turns = s.ListTurns();
+  REQUIRE(turns->size() == 2);
+  // Moved as stored: every field of the message, its author, the receipt as the placeholder.
+  CHECK(turns->at(0).inbox_id == plain);
+  CHECK(turns->at(0).session == "sess");
+  CHECK(turns->at(0).thread == Thread());
+  CHECK(turns->at(0).author_id == full.author_id);
+  CheckSameMessage(turns->at(0).message, full);
+  CHECK(turns->at(0).placeholder_id == "r-1");
+  CHECK(turns->at(0).started == At(100));
+  // Edited: the edit applied, as BeginTurn does.
+  CHECK(turns->at(1).message.text == "after");
+  CHECK(turns->at(1).thread == Thread("t2"));
+  CHECK(turns->at(1).placeholder_id == "ph-2");
+  REQUIRE(s.ListInbox()->size() == 1);
+
+  const auto next = *s.AddInbox(Thread(), "sess", Message("next"), At(4));
+  auto in_use = s.MoveToTurns(next, "req-1", At(102));
+  REQUIRE_FALSE(in_use);
+  CHECK(in_use.error().code == Errc::invalid_argument);
+  CHECK_THAT(in_use.error().message, Catch::Contains("request id req-1 is in use"));
+  auto gone = s.MoveToTurns(deleted, "req-3", At(102));
+  REQUIRE_FALSE(gone);
+  CHECK_THAT(gone.error().message, Catch::Contains("was deleted by its author"));
+  CHECK(s.MoveToTurns(plain, "req-4", At(102)).error().code == Errc::not_found);
+  CHECK(s.MoveToTurns(next, "", At(102)).error().code == Errc::invalid_argument);
+  CHECK(s.ListInbox()->size() == 2);
+  CHECK(s.ListTurns()->size() == 2);
+  // Inside a batch, a refusal leaves the batch as it was.
+  REQUIRE(s.BeginBatch("test batch"));
+  CHECK_FALSE(s.MoveToTurns(next, "req-1", At(103)));
+  REQUIRE(s.MoveToTurns(next, "req-5", At(103)));
+  REQUIRE(s.CommitBatch());
+  CHECK(s.ListTurns()->size() == 3);
+}
+
 TEST_CASE("store: a turn's cursor and placeholder are updated and the turn finished", "[routing][store]") {
   Fixture f;
   auto& s = *f.store;
