@@ -238,21 +238,33 @@ Status RouterStore::IndexBotMessage(const BotMessage& m) {
   if (!tx) return Fail(tx.error());
   auto counts = Counts();
   if (!counts) return Fail(counts.error());
-  // Most messages are new: one insert. One indexed again (a placeholder that became the reply) is
-  // updated in place, keeping its position.
-  auto insert = db_->Query("IndexBotMessage", R"sql(
-    INSERT INTO bot_messages (platform, workspace, chat, message_id, session, kind)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (platform, workspace, chat, message_id) DO NOTHING)sql");
-  if (!insert) return Fail(insert.error());
-  if (auto st = insert->Exec(m.chat, m.message_id, m.session, ToString(m.kind)); !st) return st;
-  if (db_->Changes() > 0) {
+  // Indexed again (a placeholder that became the reply): updated in place, keeping its position.
+  // One statement in the usual case: a reply is most often the placeholder edited (updated first),
+  // anything else a new message (inserted first).
+  auto insert = [&]() -> Result<bool> {
+    auto q = db_->Query("IndexBotMessage", R"sql(
+      INSERT INTO bot_messages (platform, workspace, chat, message_id, session, kind)
+      VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (platform, workspace, chat, message_id) DO NOTHING)sql");
+    if (!q) return Fail(q.error());
+    if (auto st = q->Exec(m.chat, m.message_id, m.session, ToString(m.kind)); !st) return Fail(st.error());
+    if (db_->Changes() == 0) return false;
     ++(*counts)->bot_messages;
-  } else {
-    auto update = db_->Query("IndexBotMessage", R"sql(
+    return true;
+  };
+  auto update = [&]() -> Result<bool> {
+    auto q = db_->Query("IndexBotMessage", R"sql(
       UPDATE bot_messages SET session = ?5, kind = ?6
       WHERE platform = ?1 AND workspace = ?2 AND chat = ?3 AND message_id = ?4)sql");
-    if (!update) return Fail(update.error());
-    if (auto st = update->Exec(m.chat, m.message_id, m.session, ToString(m.kind)); !st) return st;
+    if (!q) return Fail(q.error());
+    if (auto st = q->Exec(m.chat, m.message_id, m.session, ToString(m.kind)); !st) return Fail(st.error());
+    return db_->Changes() > 0;
+  };
+  const bool reply = m.kind == BotMessageKind::reply;
+  auto done = reply ? update() : insert();
+  if (!done) return Fail(done.error());
+  if (!*done) {
+    auto second = reply ? insert() : update();
+    if (!second) return Fail(second.error());
   }
   const auto excess = (*counts)->bot_messages - static_cast<std::int64_t>(limits_.bot_messages);
   if (excess > 0) {
