@@ -282,6 +282,9 @@ class RouterStore {
     std::unordered_multimap<std::uint64_t, std::int64_t> seq_by_hash;
     std::deque<std::pair<std::int64_t, std::uint64_t>> order;  // (seq, hash), oldest first
     std::int64_t live = 0;                                      // rows in the table
+    // The next row's seq, above every seq in `order`: a seq is never used twice while the mirror
+    // lives, so a forgotten key's place in `order` never matches a newer row.
+    std::int64_t next_seq = 1;
     bool Has(std::uint64_t hash, std::int64_t seq) const;
     void Erase(std::uint64_t hash, std::int64_t seq);
   };

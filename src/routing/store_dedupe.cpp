@@ -18,12 +18,12 @@ struct KindSql {
 const KindSql& SqlOf(DedupeKind kind) {
   static const KindSql kEvent{"SELECT seq, key FROM dedupe_event ORDER BY seq",
                               "SELECT key FROM dedupe_event WHERE seq = ?1",
-                              "INSERT INTO dedupe_event (key) VALUES (?1)",
+                              "INSERT INTO dedupe_event (seq, key) VALUES (?1, ?2)",
                               "DELETE FROM dedupe_event WHERE seq <= ?1",
                               "DELETE FROM dedupe_event WHERE seq = ?1"};
   static const KindSql kMessage{"SELECT seq, key FROM dedupe_message ORDER BY seq",
                                 "SELECT key FROM dedupe_message WHERE seq = ?1",
-                                "INSERT INTO dedupe_message (key) VALUES (?1)",
+                                "INSERT INTO dedupe_message (seq, key) VALUES (?1, ?2)",
                                 "DELETE FROM dedupe_message WHERE seq <= ?1",
                                 "DELETE FROM dedupe_message WHERE seq = ?1"};
   return kind == DedupeKind::event ? kEvent : kMessage;
@@ -66,6 +66,7 @@ Result<RouterStore::DedupeMirror*> RouterStore::Dedupe() {
       fresh.seq_by_hash.emplace(hash, seq);
       fresh.order.emplace_back(seq, hash);
       ++fresh.live;
+      fresh.next_seq = seq + 1;  // in seq order
     }
     dedupe_.Of(kind) = std::move(fresh);
   }
@@ -91,11 +92,12 @@ Result<std::optional<std::int64_t>> RouterStore::FindKey(DedupeKind kind, std::s
 Status RouterStore::RememberKey(std::string_view op, DedupeKind kind, std::string_view key, std::uint64_t hash) {
   auto mirror = Dedupe();
   if (!mirror) return Fail(mirror.error());
+  DedupeKeys& keys = (*mirror)->Of(kind);
+  const std::int64_t seq = keys.next_seq;
   auto insert = db_->Query(op, SqlOf(kind).insert);
   if (!insert) return Fail(insert.error());
-  if (auto st = insert->Exec(key); !st) return st;
-  const std::int64_t seq = db_->LastInsertId();
-  DedupeKeys& keys = (*mirror)->Of(kind);
+  if (auto st = insert->Exec(seq, key); !st) return st;
+  ++keys.next_seq;
   keys.seq_by_hash.emplace(hash, seq);
   keys.order.emplace_back(seq, hash);
   ++keys.live;
@@ -149,7 +151,12 @@ Result<bool> RouterStore::Forget(DedupeKind kind, std::string_view key) {
   if (!q) return Fail(q.error());
   if (auto st = q->Exec(**seq); !st) return Fail(st.error());
   if (db_->Changes() != 1) dedupe_.at.reset();
-  dedupe_.Of(kind).Erase(hash, **seq);  // its place in `order` is passed over at eviction
+  DedupeKeys& keys = dedupe_.Of(kind);
+  keys.Erase(hash, **seq);  // its place in `order` is passed over at eviction
+  // Many forgotten keys below the bound: their places go now, so `order` stays bounded.
+  if (keys.order.size() > 2 * static_cast<std::size_t>(keys.live) + 64) {
+    std::erase_if(keys.order, [&keys](const auto& e) { return !keys.Has(e.second, e.first); });
+  }
   return true;
 }
 

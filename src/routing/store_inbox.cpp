@@ -212,12 +212,13 @@ Status RouterStore::MoveToTurns(std::int64_t inbox_id, std::string_view request_
                        placeholder_id, started_ms)
     SELECT ?1, id, session, platform, workspace, chat, thread, author_id, message,
            CASE WHEN ?3 = '' THEN receipt_id ELSE ?3 END, ?4
-    FROM inbox WHERE id = ?2 AND deleted = 0 AND edited_text IS NULL
+    FROM inbox WHERE id = ?2 AND deleted = 0 AND edited_text IS NULL AND json_valid(message)
     ON CONFLICT (request_id) DO NOTHING)sql");
   if (!move) return Fail(move.error());
   if (auto st = move->Exec(request_id, inbox_id, placeholder_id, started); !st) return Fail(st.error());
   if (db_->Changes() == 0) {
-    // Edited, deleted, not there, or the request id in use: BeginTurn applies the edit or says which.
+    // Edited, deleted, not there, damaged, or the request id in use: BeginTurn applies the edit or
+    // says which.
     auto turn = BeginTurn(inbox_id, request_id, started, placeholder_id);
     if (!turn) return Fail(turn.error());
     return tx->Commit();

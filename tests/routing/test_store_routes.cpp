@@ -280,3 +280,32 @@ TEST_CASE("store: a forgotten dedupe key leaves the bound and eviction passes ov
   CHECK(raw.Int("SELECT count(*) FROM dedupe_event") == 3);
   CHECK(raw.Int("SELECT count(*) FROM dedupe_event WHERE key IN ('e5', 'e6', 'e2')") == 3);
 }
+
+TEST_CASE("store: a key forgotten and remembered again is not evicted by its old place", "[routing][store]") {
+  TempDir dir;
+  StoreLimits limits;
+  limits.dedupe_per_kind = 2;
+  auto store = OpenStore(dir.File("router.db"), limits);
+  auto& s = *store;
+  for (const char* k : {"a", "b"}) REQUIRE_FALSE(*s.SeenOrRemember(DedupeKind::event, k));
+  REQUIRE(*s.Forget(DedupeKind::event, "b"));
+  REQUIRE_FALSE(*s.SeenOrRemember(DedupeKind::event, "k"));
+  REQUIRE(*s.Forget(DedupeKind::event, "k"));  // the newest rows gone: their seqs must not come back
+  REQUIRE_FALSE(*s.SeenOrRemember(DedupeKind::event, "x"));
+  REQUIRE_FALSE(*s.SeenOrRemember(DedupeKind::event, "k"));  // three: "a" goes, and only "a"
+  CHECK(*s.SeenOrRemember(DedupeKind::event, "x"));
+  CHECK(*s.SeenOrRemember(DedupeKind::event, "k"));
+  CHECK_FALSE(*s.Forget(DedupeKind::event, "a"));
+  // Forgetting many keys below the bound keeps the in-memory order bounded (and right).
+  StoreLimits wide;
+  wide.dedupe_per_kind = 4096;
+  store.reset();
+  store = OpenStore(dir.File("router.db"), wide);
+  for (int i = 0; i < 1000; ++i) {
+    REQUIRE_FALSE(*store->SeenOrRemember(DedupeKind::message, "m" + std::to_string(i)));
+    REQUIRE(*store->Forget(DedupeKind::message, "m" + std::to_string(i)));
+  }
+  CHECK_FALSE(*store->SeenOrRemember(DedupeKind::message, "m999"));
+  CHECK(*store->SeenOrRemember(DedupeKind::message, "m999"));
+  CHECK(*store->SeenOrRemember(DedupeKind::event, "k"));
+}

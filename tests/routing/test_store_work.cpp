@@ -3,6 +3,7 @@
 // questions, and values that must come back exactly (every message field, unicode, long text).
 #include <vector>
 
+#include "routing/store_json.hpp"
 #include "test_store_support.hpp"
 
 using namespace store_test;
@@ -360,6 +361,21 @@ TEST_CASE("store: MoveToTurns moves an entry as BeginTurn does, and refuses the 
   CHECK(s.MoveToTurns(next, "", At(102)).error().code == Errc::invalid_argument);
   CHECK(s.ListInbox()->size() == 2);
   CHECK(s.ListTurns()->size() == 2);
+  // A damaged row is not moved blind: BeginTurn decodes it and says so.
+  {
+    RawDb raw(f.path);
+    raw.Exec("UPDATE inbox SET message = '{\"platform\": ' WHERE id = " + std::to_string(next));
+  }
+  auto damaged = s.MoveToTurns(next, "req-6", At(102));
+  REQUIRE_FALSE(damaged);
+  CHECK(damaged.error().code == Errc::io_error);
+  CHECK(s.ListTurns()->size() == 2);
+  {
+    RawDb raw(f.path);
+    std::string json = sessionturn::routing::InboundMessageToJsonText(Message("next"));
+    for (std::size_t at = json.find('\''); at != std::string::npos; at = json.find('\'', at + 2)) json.insert(at, "'");
+    raw.Exec("UPDATE inbox SET message = '" + json + "' WHERE id = " + std::to_string(next));
+  }
   // Inside a batch, a refusal leaves the batch as it was.
   REQUIRE(s.BeginBatch("test batch"));
   CHECK_FALSE(s.MoveToTurns(next, "req-1", At(103)));
