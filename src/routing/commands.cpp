@@ -65,11 +65,15 @@ bool IsValidName(std::string_view name) {
   });
 }
 
-// Words separated by Unicode white space (as the runtime trims it).
-std::vector<std::string_view> Words(std::string_view text) {
+// A command is a word and at most one argument: three words tell a command (even one with too many
+// arguments) from a sentence, so a long message is not split any further.
+constexpr std::size_t kWordsLooked = 3;
+
+// The first `most` words, separated by Unicode white space (as the runtime trims it).
+std::vector<std::string_view> Words(std::string_view text, std::size_t most) {
   std::vector<std::string_view> words;
   std::size_t start = 0, i = 0;
-  while (i < text.size()) {
+  while (i < text.size() && words.size() < most) {
     char32_t cp = 0;
     const std::size_t n = detail::GoRuneLen(text, i, &cp);
     if (n > 0 && IsUnicodeSpace(cp)) {
@@ -80,7 +84,7 @@ std::vector<std::string_view> Words(std::string_view text) {
       i += n > 0 ? n : 1;
     }
   }
-  if (i > start) words.push_back(text.substr(start, i - start));
+  if (i > start && words.size() < most) words.push_back(text.substr(start, i - start));
   return words;
 }
 
@@ -134,7 +138,7 @@ std::string_view ToString(CommandKind kind) noexcept {
 
 std::optional<ChatCommand> ParseCommand(std::string_view text, const ChatCapabilities& caps,
                                         std::string_view bot_username) {
-  const std::vector<std::string_view> words = Words(TrimUnicodeSpace(text));
+  const std::vector<std::string_view> words = Words(TrimUnicodeSpace(text), kWordsLooked);
   if (words.empty()) return std::nullopt;
   const std::string_view prefix = caps.command_prefix;
   if (prefix.empty()) return ParseBare(words, caps);

@@ -317,6 +317,7 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   void Pump(routing::SessionRun& s);
   void Admit();
   // Starts what the named Sessions have waiting, a slice of them per strand job from `from` on.
+  bool IntakeWaiting();  // messages handed over and not taken yet (a DrainIntake is on its way)
   void StartQueued(std::shared_ptr<const std::vector<std::string>> names, std::size_t from = 0);
   std::string NewRequestId();
   // The turn's start in the store (not committed: the caller's Durably commits it).

@@ -116,7 +116,9 @@ void Router::Impl::DrainIntake() {
     if (batch[i].done) batch[i].done(std::move(results[i]));
   }
   // Every placeholder first, then the turns: a turn's start (its store write, Ensure, WaitReady)
-  // never holds up the next message's placeholder.
+  // never holds up the next message's placeholder. When more messages wait by then (a burst handed
+  // over while this part of it was taken in), the turns start behind their intake: once (their
+  // DrainIntake is queued already), so a steady stream of messages cannot hold them back.
   auto touched = std::make_shared<std::vector<std::string>>();
   for (auto& w : accepted) {
     if (!w) continue;
@@ -125,8 +127,19 @@ void Router::Impl::DrainIntake() {
     touched->push_back(w->session);
     Enqueue(*it->second, std::move(*w), /*pump=*/false);
   }
-  if (!touched->empty()) StartQueued(std::move(touched));
+  if (!touched->empty()) {
+    if (IntakeWaiting()) {
+      Run([touched = std::move(touched)](Impl& r) { r.StartQueued(std::move(touched)); });
+    } else {
+      StartQueued(std::move(touched));
+    }
+  }
   PublishGauges();
+}
+
+bool Router::Impl::IntakeWaiting() {
+  std::lock_guard lock(intake_mu);
+  return !intake.empty();
 }
 
 Result<Disposition> Router::Impl::Intake(InboundMessage m, std::optional<routing::Waiting>* accepted) {

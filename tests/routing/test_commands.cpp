@@ -141,6 +141,19 @@ TEST_CASE("Extra words are an error with the prefix", "[commands]") {
   CHECK_THAT(fresh.error, Catch::Contains("Usage: `/new [NAME]`"));
 }
 
+TEST_CASE("A long message is told from a command by its first words", "[commands]") {
+  // Only the first three words are looked at: what follows cannot turn a sentence into a command,
+  // nor a command with too many words into a valid one.
+  std::string tail;
+  for (int i = 0; i < 20000; ++i) tail += " word";
+  CHECK_FALSE(ParseCommand("help" + tail, Slack()).has_value());
+  CHECK_FALSE(ParseCommand("new docs" + tail, Slack()).has_value());
+  CHECK_THAT(Parsed("/use a" + tail, Telegram()).error, Catch::Contains("Usage: `/use NAME`"));
+  CHECK_THAT(Parsed("/status" + tail, Telegram()).error, Catch::Contains("`/status` takes no arguments"));
+  CHECK(Parsed("  /new \u2003 docs \n", Telegram()).name == "docs");
+  CHECK(Parsed("new\u00A0docs", Slack()).name == "docs");
+}
+
 TEST_CASE("Command kinds have stable names", "[commands]") {
   CHECK(ToString(CommandKind::sessions) == "sessions");
   CHECK(ToString(CommandKind::new_session) == "new");

@@ -325,7 +325,12 @@ TEST_CASE("router: a message edited while it is still being sent is changed once
   REQUIRE(rig.WaitDelivered(1));
   OtherClient other(rig, SessionName("chat", "slack", "test-owner", "C1", "T1"));
   REQUIRE(*rig.Send(Msg("2", "original text")) == Disposition::accepted);
-  // Within the half second its WaitReady takes: the message has not reached the runtime yet.
+  // Once its turn has left the router's queue (an edit there is applied there) and within the half
+  // second its WaitReady takes: the message has not reached the runtime yet.
+  REQUIRE(backend_test::Eventually([&] {
+    const RouterStats st = rig.router->Stats();
+    return st.turns_in_flight == 1 && st.turns_waiting == 0;
+  }));
   EditAndCheck(rig, other);
 }
 

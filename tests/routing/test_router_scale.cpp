@@ -1,7 +1,12 @@
 // The Router at scale: 1,000 chat threads at once, each its own Session of an in-process LocalBackend,
 // every message answered exactly once, in its own thread, under the admission limit.
+#include <atomic>
+#include <functional>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -42,4 +47,62 @@ TEST_CASE("router: 1,000 threads at once each get their own Session and exactly 
   auto sessions = rig.backend->List();
   REQUIRE(sessions);
   CHECK(sessions->size() == static_cast<std::size_t>(kThreads));
+}
+
+// A backend that logs each Session's Ensure (a turn's start) into the test's log.
+class EnsureLog : public ForwardingBackend {
+ public:
+  EnsureLog(std::unique_ptr<SessionBackend> inner, std::function<void(const std::string&)> log)
+      : ForwardingBackend(std::move(inner)), log_(std::move(log)) {}
+  void AsyncEnsure(std::string name, SessionSpec spec, BackendHandler<EnsureResult> handler) override {
+    log_("ensure " + name);
+    ForwardingBackend::AsyncEnsure(std::move(name), std::move(spec), std::move(handler));
+  }
+
+ private:
+  std::function<void(const std::string&)> log_;
+};
+
+TEST_CASE("router: messages handed over during a burst's intake get their placeholders before its turns start",
+          "[routing][router]") {
+  TempRoot root;
+  std::mutex mu;
+  std::vector<std::string> log;
+  auto note = [&](const std::string& line) {
+    std::lock_guard lock(mu);
+    log.push_back(line);
+  };
+  Rig rig(root, ThreadedCaps(), "echo", {}, {}, [&](std::unique_ptr<SessionBackend> inner) {
+    return std::make_unique<EnsureLog>(std::move(inner), note);
+  });
+  // The first message's placeholder goes out while its drain is still running: a second message
+  // handed over then waits for the next drain, and the first one's turn start must wait with it.
+  std::atomic<bool> second_sent{false};
+  rig.adapter.on_send = [&](const SentOp& op) {
+    if (op.kind != "post") return;
+    note("placeholder " + op.where.thread);
+    if (op.where.thread == "T1" && !second_sent.exchange(true)) {
+      rig.router->HandleMessage(Msg("2", "second", "T2"));
+    }
+  };
+  REQUIRE(rig.Send(Msg("1", "first", "T1")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(2));
+  std::vector<std::string> seen;
+  {
+    std::lock_guard lock(mu);
+    seen = log;
+  }
+  INFO(rig.adapter.Dump());
+  auto at = [&](const std::string& prefix) {
+    for (std::size_t i = 0; i < seen.size(); ++i) {
+      if (seen[i].rfind(prefix, 0) == 0) return static_cast<long>(i);
+    }
+    return -1L;
+  };
+  const long first_start = at("ensure ");
+  const long second_placeholder = at("placeholder T2");
+  for (const auto& line : seen) UNSCOPED_INFO(line);
+  REQUIRE(first_start >= 0);
+  REQUIRE(second_placeholder >= 0);
+  CHECK(second_placeholder < first_start);
 }
