@@ -171,7 +171,7 @@ void Router::Impl::Teardown() {
   shutting_down = true;
   torn_down = true;
   // Messages handed over but not taken yet are not acknowledged: the platform delivers them again.
-  std::vector<PendingMessage> pending;
+  std::deque<PendingMessage> pending;
   {
     std::lock_guard lock(intake_mu);
     pending.swap(intake);

@@ -291,8 +291,8 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
     std::function<void(Result<Disposition>)> done;
   };
   std::mutex intake_mu;
-  std::vector<PendingMessage> intake;  // guarded by intake_mu
-  bool intake_posted = false;          // guarded by intake_mu: a DrainIntake is on its way
+  std::deque<PendingMessage> intake;  // guarded by intake_mu (a deque: a push never moves the others)
+  bool intake_posted = false;         // guarded by intake_mu: a DrainIntake is on its way
   void DrainIntake();
   // One message: its disposition, and the waiting entry to queue once the batch is committed.
   Result<Disposition> Intake(InboundMessage message, std::optional<routing::Waiting>* accepted);

@@ -73,7 +73,7 @@ void Router::Impl::Note(const ThreadRef& where, std::string_view markdown, const
 }
 
 void Router::Impl::DrainIntake() {
-  std::vector<PendingMessage> batch;
+  std::deque<PendingMessage> batch;
   {
     std::lock_guard lock(intake_mu);
     batch.swap(intake);
@@ -102,7 +102,8 @@ void Router::Impl::DrainIntake() {
     if (it != sessions.end() && it->second->accepting > 0) --it->second->accepting;
   }
   if (batched) {
-    if (auto st = store->CommitBatch(); !st) {
+    // The placeholders wait for this commit; a checkpoint due now waits for the next one.
+    if (auto st = store->CommitBatch(routing::RouterStore::Checkpoint::later); !st) {
       // Nothing of the burst is in the store: nothing is acknowledged, the platform delivers it again.
       Log(LogLevel::error, "accepting " + std::to_string(batch.size()) + " messages failed: " + st.error().ToString());
       for (std::size_t i = 0; i < batch.size(); ++i) {

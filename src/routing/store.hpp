@@ -206,7 +206,12 @@ class RouterStore {
   // AbortBatch (or a batch still open when the store closes) rolls all of it back.
   // Errc::invalid_argument when a batch is open already.
   Status BeginBatch(std::string_view op);
-  Status CommitBatch();
+  // Checkpoint::later: this commit does not run SQLite's automatic WAL checkpoint (a copy into the
+  // database file and two fsyncs, tens of milliseconds on a busy disk) even when the WAL has grown
+  // past its threshold; the next commit does. For a commit that something waits for (a burst's
+  // placeholders wait for its intake), when the next one is not waited for as closely.
+  enum class Checkpoint { as_due, later };
+  Status CommitBatch(Checkpoint checkpoint = Checkpoint::as_due);
   void AbortBatch();
   bool InBatch() const noexcept { return batch_ != nullptr; }
 

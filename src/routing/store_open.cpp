@@ -16,6 +16,9 @@ namespace sessionturn::routing {
 namespace {
 
 constexpr const char* kMoveAway = "move it and its -wal file away to start with an empty store";
+// The WAL size (pages) at which a commit checkpoints it: SQLite's default, set at open so that
+// CommitBatch(Checkpoint::later) restores the value it suspends.
+constexpr int kAutoCheckpointPages = 1000;
 
 std::string Errno(const std::string& what, int err) {
   return what + ": " + std::strerror(err);
@@ -101,6 +104,7 @@ Status Configure(Db& db, const StoreLimits& limits) {
   if (auto st = db.Exec("keep temporary data in memory", "PRAGMA temp_store = MEMORY"); !st) return st;
   // A big batch grows the WAL past the checkpoint size; after the checkpoint it shrinks back to 4 MiB.
   if (auto st = db.Exec("bound the WAL", "PRAGMA journal_size_limit = 4194304"); !st) return st;
+  sqlite3_wal_autocheckpoint(db.handle(), kAutoCheckpointPages);
   return db.Exec("enable foreign keys", "PRAGMA foreign_keys = ON");
 }
 
@@ -180,10 +184,17 @@ Status RouterStore::BeginBatch(std::string_view op) {
   return {};
 }
 
-Status RouterStore::CommitBatch() {
+Status RouterStore::CommitBatch(Checkpoint checkpoint) {
   if (!batch_) return Fail(Errc::invalid_argument, "router store " + path_ + ": no batch is open");
   auto tx = std::move(batch_);
-  return tx->Commit();  // on failure its destructor rolls the batch back
+  if (checkpoint == Checkpoint::as_due) return tx->Commit();  // on failure its destructor rolls it back
+  // The automatic checkpoint is the WAL hook sqlite3_wal_autocheckpoint installs, run after each
+  // commit that leaves the WAL at or past its threshold: off for this commit only.
+  sqlite3_wal_autocheckpoint(db_->handle(), 0);
+  Status st = tx->Commit();
+  tx.reset();  // a failed commit is rolled back before the checkpoint comes back
+  sqlite3_wal_autocheckpoint(db_->handle(), kAutoCheckpointPages);
+  return st;
 }
 
 void RouterStore::AbortBatch() {

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <vector>
 
@@ -273,4 +274,34 @@ TEST_CASE("store: Open refuses an empty path and zero bounds", "[routing][store]
   REQUIRE_FALSE(not_dir);
   CHECK(not_dir.error().code == Errc::io_error);
   CHECK_THAT(not_dir.error().message, Catch::Contains(dir.File("file") + " is not a directory"));
+}
+
+TEST_CASE("store: a batch committed with Checkpoint::later leaves the WAL's checkpoint to the next commit",
+          "[routing][store]") {
+  // A checkpoint copies the WAL's pages into the database file: the file's size tells whether one ran.
+  auto file_size = [](const std::string& p) {
+    std::error_code ec;
+    const auto n = std::filesystem::file_size(p, ec);
+    return ec ? std::uintmax_t{0} : n;
+  };
+  for (const bool later : {true, false}) {
+    INFO((later ? "Checkpoint::later" : "Checkpoint::as_due"));
+    Fixture f;
+    const auto empty = file_size(f.path);
+    // About 6 MB of messages: past SQLite's 1,000-page threshold (4 MB) in one commit.
+    REQUIRE(f.store->BeginBatch("test"));
+    for (int i = 0; i < 300; ++i) {
+      REQUIRE(f.store->AddInbox(Thread(), "sess", Message(std::string(20000, 'x'), std::to_string(i)), At(i)));
+    }
+    REQUIRE(f.store->CommitBatch(later ? RouterStore::Checkpoint::later : RouterStore::Checkpoint::as_due));
+    if (later) {
+      CHECK(file_size(f.path) < empty + 1024 * 1024);
+      CHECK(file_size(f.path + "-wal") > 4 * 1024 * 1024);
+      // The next commit, however small, runs the checkpoint that is due.
+      REQUIRE(f.store->BeginBatch("test"));
+      REQUIRE(f.store->AddInbox(Thread(), "sess", Message("small", "next"), At(1000)));
+      REQUIRE(f.store->CommitBatch());
+    }
+    CHECK(file_size(f.path) > empty + 5 * 1024 * 1024);
+  }
 }
