@@ -319,6 +319,10 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   // Starts what the named Sessions have waiting, a slice of them per strand job from `from` on.
   bool IntakeWaiting();  // messages handed over and not taken yet (a DrainIntake is on its way)
   void StartQueued(std::shared_ptr<const std::vector<std::string>> names, std::size_t from = 0);
+  // StartQueued in a job of its own, behind what is queued; starts_posted counts those not run yet,
+  // so that a later burst's starts go behind them (slots are taken in the order messages came).
+  void PostStartQueued(std::shared_ptr<const std::vector<std::string>> names, std::size_t from);
+  int starts_posted = 0;
   std::string NewRequestId();
   // The turn's start in the store (not committed: the caller's Durably commits it).
   Status RecordTurn(const routing::Waiting& w, const std::string& request_id);

@@ -129,8 +129,10 @@ void Router::Impl::DrainIntake() {
     Enqueue(*it->second, std::move(*w), /*pump=*/false);
   }
   if (!touched->empty()) {
-    if (IntakeWaiting()) {
-      Run([touched = std::move(touched)](Impl& r) { r.StartQueued(std::move(touched)); });
+    // Behind turn starts posted before (a deferred burst's, or the rest of a big one): slots are
+    // taken in the order the messages came.
+    if (IntakeWaiting() || starts_posted > 0) {
+      PostStartQueued(std::move(touched), 0);
     } else {
       StartQueued(std::move(touched));
     }

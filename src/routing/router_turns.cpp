@@ -153,10 +153,16 @@ void Router::Impl::StartQueued(std::shared_ptr<const std::vector<std::string>> n
       UpdateReceipts(*st.session);
     }
   }
-  if (next < names->size()) {
-    Run([names = std::move(names), next](Impl& r) { r.StartQueued(names, next); });
-  }
+  if (next < names->size()) PostStartQueued(std::move(names), next);
   PublishGauges();
+}
+
+void Router::Impl::PostStartQueued(std::shared_ptr<const std::vector<std::string>> names, std::size_t from) {
+  ++starts_posted;
+  Run([names = std::move(names), from](Impl& r) {
+    --r.starts_posted;
+    r.StartQueued(names, from);
+  });
 }
 
 void Router::Impl::Admit() {

@@ -106,3 +106,34 @@ TEST_CASE("router: messages handed over during a burst's intake get their placeh
   REQUIRE(second_placeholder >= 0);
   CHECK(second_placeholder < first_start);
 }
+
+TEST_CASE("router: turn starts deferred behind a burst's intake keep the order of the slots", "[routing][router]") {
+  TempRoot root;
+  std::mutex mu;
+  std::vector<std::string> ensured;
+  auto note = [&](const std::string& line) {
+    std::lock_guard lock(mu);
+    ensured.push_back(line);
+  };
+  Rig rig(
+      root, ThreadedCaps(), "echo", [](RouterOptions& o) { o.max_in_flight = 1; }, {},
+      [&](std::unique_ptr<SessionBackend> inner) { return std::make_unique<EnsureLog>(std::move(inner), note); });
+  // The second message comes while the first one's drain posts its placeholder: the first one's start
+  // waits for the second one's intake, and the second one's start must then wait behind it (one slot).
+  std::atomic<bool> second_sent{false};
+  rig.adapter.on_send = [&](const SentOp& op) {
+    if (op.kind == "post" && op.where.thread == "T1" && !second_sent.exchange(true)) {
+      rig.router->HandleMessage(Msg("2", "second", "T2"));
+    }
+  };
+  REQUIRE(rig.Send(Msg("1", "first", "T1")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(2));
+  std::vector<std::string> seen;
+  {
+    std::lock_guard lock(mu);
+    seen = ensured;
+  }
+  REQUIRE(seen.size() >= 2);
+  CHECK(seen[0] == "ensure " + SessionName("chat", "slack", "test-owner", "C1", "T1"));
+  CHECK(seen[1] == "ensure " + SessionName("chat", "slack", "test-owner", "C1", "T2"));
+}
