@@ -316,8 +316,8 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   std::optional<routing::Waiting> TakeNext(routing::SessionRun& s);
   void Pump(routing::SessionRun& s);
   void Admit();
-  // Starts what the named Sessions have waiting, a slice of them per strand job from `from` on.
   bool IntakeWaiting();  // messages handed over and not taken yet (a DrainIntake is on its way)
+  // Starts what the named Sessions have waiting, a slice of them per strand job from `from` on.
   void StartQueued(std::shared_ptr<const std::vector<std::string>> names, std::size_t from = 0);
   // StartQueued in a job of its own, behind what is queued; starts_posted counts those not run yet,
   // so that a later burst's starts go behind them (slots are taken in the order messages came).

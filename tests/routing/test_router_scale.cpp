@@ -63,77 +63,68 @@ class EnsureLog : public ForwardingBackend {
   std::function<void(const std::string&)> log_;
 };
 
-TEST_CASE("router: messages handed over during a burst's intake get their placeholders before its turns start",
-          "[routing][router]") {
+// Message 1 goes in; from inside its placeholder post (its drain still running) message 2, in thread T2,
+// is handed over. The log holds each Session's Ensure (its turn's start) and each placeholder post, in order.
+struct SecondDuringFirstPlaceholder {
+  explicit SecondDuringFirstPlaceholder(std::function<void(RouterOptions&)> tweak = {})
+      : rig(root, ThreadedCaps(), "echo", std::move(tweak), {}, [this](std::unique_ptr<SessionBackend> inner) {
+          return std::make_unique<EnsureLog>(std::move(inner), [this](const std::string& line) { Note(line); });
+        }) {
+    rig.adapter.on_send = [this](const SentOp& op) {
+      if (op.kind != "post") return;
+      Note("placeholder " + op.where.thread);
+      if (op.where.thread == "T1" && !second_sent.exchange(true)) rig.router->HandleMessage(Msg("2", "second", "T2"));
+    };
+  }
+  void Note(const std::string& line) {
+    std::lock_guard lock(mu);
+    log.push_back(line);
+  }
+  // Sends message 1, waits for both replies, and returns the log.
+  std::vector<std::string> Run() {
+    REQUIRE(rig.Send(Msg("1", "first", "T1")) == Disposition::accepted);
+    REQUIRE(rig.WaitDelivered(2));
+    std::lock_guard lock(mu);
+    return log;
+  }
+
   TempRoot root;
   std::mutex mu;
   std::vector<std::string> log;
-  auto note = [&](const std::string& line) {
-    std::lock_guard lock(mu);
-    log.push_back(line);
-  };
-  Rig rig(root, ThreadedCaps(), "echo", {}, {}, [&](std::unique_ptr<SessionBackend> inner) {
-    return std::make_unique<EnsureLog>(std::move(inner), note);
-  });
-  // The first message's placeholder goes out while its drain is still running: a second message
-  // handed over then waits for the next drain, and the first one's turn start must wait with it.
   std::atomic<bool> second_sent{false};
-  rig.adapter.on_send = [&](const SentOp& op) {
-    if (op.kind != "post") return;
-    note("placeholder " + op.where.thread);
-    if (op.where.thread == "T1" && !second_sent.exchange(true)) {
-      rig.router->HandleMessage(Msg("2", "second", "T2"));
-    }
-  };
-  REQUIRE(rig.Send(Msg("1", "first", "T1")) == Disposition::accepted);
-  REQUIRE(rig.WaitDelivered(2));
-  std::vector<std::string> seen;
-  {
-    std::lock_guard lock(mu);
-    seen = log;
+  Rig rig;
+};
+
+long FirstLineStartingWith(const std::vector<std::string>& lines, const std::string& prefix) {
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].rfind(prefix, 0) == 0) return static_cast<long>(i);
   }
-  INFO(rig.adapter.Dump());
-  auto at = [&](const std::string& prefix) {
-    for (std::size_t i = 0; i < seen.size(); ++i) {
-      if (seen[i].rfind(prefix, 0) == 0) return static_cast<long>(i);
-    }
-    return -1L;
-  };
-  const long first_start = at("ensure ");
-  const long second_placeholder = at("placeholder T2");
+  return -1L;
+}
+
+TEST_CASE("router: messages handed over during a burst's intake get their placeholders before its turns start",
+          "[routing][router]") {
+  // The second message waits for the next drain, and the first one's turn start must wait with it.
+  SecondDuringFirstPlaceholder run;
+  const std::vector<std::string> seen = run.Run();
+  INFO(run.rig.adapter.Dump());
   for (const auto& line : seen) UNSCOPED_INFO(line);
+  const long first_start = FirstLineStartingWith(seen, "ensure ");
+  const long second_placeholder = FirstLineStartingWith(seen, "placeholder T2");
   REQUIRE(first_start >= 0);
   REQUIRE(second_placeholder >= 0);
   CHECK(second_placeholder < first_start);
 }
 
 TEST_CASE("router: turn starts deferred behind a burst's intake keep the order of the slots", "[routing][router]") {
-  TempRoot root;
-  std::mutex mu;
+  // The first message's start waits for the second one's intake; the second one's start must then wait
+  // behind it (one slot).
+  SecondDuringFirstPlaceholder run([](RouterOptions& o) { o.max_in_flight = 1; });
   std::vector<std::string> ensured;
-  auto note = [&](const std::string& line) {
-    std::lock_guard lock(mu);
-    ensured.push_back(line);
-  };
-  Rig rig(
-      root, ThreadedCaps(), "echo", [](RouterOptions& o) { o.max_in_flight = 1; }, {},
-      [&](std::unique_ptr<SessionBackend> inner) { return std::make_unique<EnsureLog>(std::move(inner), note); });
-  // The second message comes while the first one's drain posts its placeholder: the first one's start
-  // waits for the second one's intake, and the second one's start must then wait behind it (one slot).
-  std::atomic<bool> second_sent{false};
-  rig.adapter.on_send = [&](const SentOp& op) {
-    if (op.kind == "post" && op.where.thread == "T1" && !second_sent.exchange(true)) {
-      rig.router->HandleMessage(Msg("2", "second", "T2"));
-    }
-  };
-  REQUIRE(rig.Send(Msg("1", "first", "T1")) == Disposition::accepted);
-  REQUIRE(rig.WaitDelivered(2));
-  std::vector<std::string> seen;
-  {
-    std::lock_guard lock(mu);
-    seen = ensured;
+  for (const auto& line : run.Run()) {
+    if (line.rfind("ensure ", 0) == 0) ensured.push_back(line);
   }
-  REQUIRE(seen.size() >= 2);
-  CHECK(seen[0] == "ensure " + SessionName("chat", "slack", "test-owner", "C1", "T1"));
-  CHECK(seen[1] == "ensure " + SessionName("chat", "slack", "test-owner", "C1", "T2"));
+  REQUIRE(ensured.size() >= 2);
+  CHECK(ensured[0] == "ensure " + SessionName("chat", "slack", "test-owner", "C1", "T1"));
+  CHECK(ensured[1] == "ensure " + SessionName("chat", "slack", "test-owner", "C1", "T2"));
 }
