@@ -50,7 +50,7 @@ struct RouterOptions {
   // Turns in flight across all Sessions; the rest wait in order, with receipts.
   std::size_t max_in_flight = 64;
   // Progress edits: at most one per this interval per chat (and never more often than the adapter's
-  // edit rate allows).
+  // edit rate allows); a placeholder's post counts as one.
   std::chrono::milliseconds progress_interval{1000};
   std::chrono::milliseconds turn_timeout = kDefaultTurnTimeout;
   std::chrono::milliseconds wait_ready_timeout{std::chrono::minutes(10)};

@@ -44,6 +44,10 @@ struct LiveMessage {
   std::string message_id;  // empty until the post landed
   std::string wanted;      // the Markdown it should show (rendered when an edit goes out)
   std::string shown;       // the Markdown it shows (as far as we know)
+  // Progress: `wanted` is stale and `progress` makes it, when the next edit goes out (a turn's events
+  // come much more often than its edits). An explicit text (SetLive) replaces it.
+  std::function<std::string()> progress;
+  bool stale = false;
   bool posting = false;    // the post is in flight
   bool editing = false;    // an edit is in flight
   bool retired = false;    // the final reply took over: no more progress
@@ -354,6 +358,8 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   std::shared_ptr<routing::LiveMessage> PostLive(const ThreadRef& where, std::string markdown,
                                                  const std::string& session, const std::string& reply_to);
   void SetLive(const std::shared_ptr<routing::LiveMessage>& live, std::string markdown);
+  // The live message shows make()'s text from its next edit on, made only then.
+  void MarkStale(const std::shared_ptr<routing::LiveMessage>& live, std::function<std::string()> make);
   void PaceLive(const std::shared_ptr<routing::LiveMessage>& live);
   void SendLive(const std::shared_ptr<routing::LiveMessage>& live);
   void WhenIdle(const std::shared_ptr<routing::LiveMessage>& live, std::function<void()> fn);

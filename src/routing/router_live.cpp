@@ -1,5 +1,6 @@
 // Messages the router edits in place (receipts, progress): the newest text wins and goes out no more
-// often than the chat's edit budget (the adapter's edit rate, and RouterOptions::progress_interval);
+// often than the chat's edit budget (the adapter's edit rate, and RouterOptions::progress_interval;
+// posting a placeholder spends it too);
 // a 429 pushes the chat's next edit back by its retry_after. Intermediate texts are dropped freely:
 // only the last one matters, and the final reply does not come through here.
 #include "routing/router_impl.hpp"
@@ -56,6 +57,10 @@ std::shared_ptr<LiveMessage> Router::Impl::PostLive(const ThreadRef& where, std:
                             r.Log(LogLevel::warning, recorded.error().ToString());
                           }
                         });
+                        // The post spent the chat's budget like an edit: the first progress edit comes
+                        // an edit spacing later, and a turn done by then goes straight to its reply.
+                        auto& pace = r.paces[ChatKey(live->where)];
+                        pace.next_edit = std::max(pace.next_edit, std::chrono::steady_clock::now() + r.EditSpacing());
                         r.PaceLive(live);
                       }
                       RunIdle(*live);
@@ -66,12 +71,31 @@ std::shared_ptr<LiveMessage> Router::Impl::PostLive(const ThreadRef& where, std:
 void Router::Impl::SetLive(const std::shared_ptr<LiveMessage>& live, std::string markdown) {
   if (!live || live->retired) return;
   live->wanted = std::move(markdown);
+  live->stale = false;
   PaceLive(live);
 }
 
+void Router::Impl::MarkStale(const std::shared_ptr<LiveMessage>& live, std::function<std::string()> make) {
+  if (!live || live->retired) return;
+  live->progress = std::move(make);
+  live->stale = true;
+  PaceLive(live);
+}
+
+namespace {
+
+// Makes a stale progress text now (an edit is about to go out).
+void Refresh(LiveMessage& live) {
+  if (!live.stale) return;
+  live.stale = false;
+  if (std::string text = live.progress(); !text.empty()) live.wanted = std::move(text);
+}
+
+}  // namespace
+
 void Router::Impl::PaceLive(const std::shared_ptr<LiveMessage>& live) {
   if (live->retired || live->posting || live->editing || live->message_id.empty()) return;
-  if (live->wanted == live->shown || live->timer) return;  // nothing new, or an edit is due already
+  if ((!live->stale && live->wanted == live->shown) || live->timer) return;  // nothing new, or an edit is due
   const auto now = std::chrono::steady_clock::now();
   const auto at = paces[ChatKey(live->where)].next_edit;
   if (at <= now) return SendLive(live);
@@ -85,10 +109,12 @@ void Router::Impl::PaceLive(const std::shared_ptr<LiveMessage>& live) {
 }
 
 void Router::Impl::SendLive(const std::shared_ptr<LiveMessage>& live) {
-  if (live->retired || live->posting || live->editing || live->wanted == live->shown) return RunIdle(*live);
+  if (live->retired || live->posting || live->editing) return RunIdle(*live);
   const auto now = std::chrono::steady_clock::now();
   auto& pace = paces[ChatKey(live->where)];
   if (pace.next_edit > now) return PaceLive(live);  // another message of the chat took the slot
+  Refresh(*live);
+  if (live->wanted == live->shown) return RunIdle(*live);
   pace.next_edit = now + EditSpacing();
   live->editing = true;
   const std::string markdown = live->wanted;

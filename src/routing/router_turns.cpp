@@ -500,7 +500,12 @@ std::string Router::Impl::ProgressText(const TurnRun& turn) const {
 }
 
 void Router::Impl::ShowProgress(const std::shared_ptr<TurnRun>& turn) {
-  if (!turn->done) SetLive(turn->live, ProgressText(*turn));
+  if (turn->done) return;
+  // Made when the edit goes out (the live message is the turn's: it goes with it, or is retired first).
+  MarkStale(turn->live, [this, weak = std::weak_ptr<TurnRun>(turn)] {
+    const auto t = weak.lock();
+    return t && !t->done ? ProgressText(*t) : std::string();
+  });
 }
 
 void Router::Impl::Typing(const TurnRun& turn) {
