@@ -344,6 +344,37 @@ TEST_CASE("router: the placeholder is in the thread within a second, long before
   REQUIRE(rig.WaitDelivered(1));
 }
 
+TEST_CASE("router: a placeholder's post spends the chat's edit budget: a quick turn gets no progress edit",
+          "[routing][router]") {
+  TempRoot root;
+  Rig rig(root, ThreadedCaps(), "echo", [](RouterOptions& o) { o.progress_interval = 5s; });
+  rig.router->HandleMessage(Msg("1", "hello"));
+  REQUIRE(rig.WaitDelivered(1));
+  std::this_thread::sleep_for(100ms);
+  const auto ops = rig.adapter.Ops();
+  INFO(rig.adapter.Dump());
+  REQUIRE(ops.size() == 2);  // the placeholder, then the reply edited into it: nothing in between
+  CHECK(ops[0].kind == "post");
+  CHECK(ops[1].kind == "edit");
+  CHECK(ops[1].message_id == ops[0].message_id);
+  CHECK(ops[1].text.find("echo #1:") != std::string::npos);
+  CHECK(rig.router->Stats().edits_sent == 0);
+
+  // A slower turn still shows progress, once the interval after the post has passed.
+  TempRoot root2;
+  const std::string script = root2.File("slow.json", R"({"turns": [[{"type": "sleep", "ms": 1500},
+      {"type": "message", "text": "slow reply"}]]})");
+  Rig slow(root2, ThreadedCaps(), "script:" + script, [](RouterOptions& o) { o.progress_interval = 300ms; });
+  slow.router->HandleMessage(Msg("1", "hello"));
+  REQUIRE(slow.WaitDelivered(1));
+  const auto slow_ops = slow.adapter.Ops();
+  INFO(slow.adapter.Dump());
+  REQUIRE(slow_ops.size() >= 3);
+  CHECK(slow_ops[1].kind == "edit");
+  CHECK(slow_ops[1].text.find("Working") != std::string::npos);
+  CHECK(slow.adapter.Text(slow_ops[0].message_id).find("slow reply") != std::string::npos);
+}
+
 TEST_CASE("router: a burst with several messages for one Session runs them one at a time", "[routing][router]") {
   TempRoot root;
   const std::string script = root.File("slow.json", R"({"turns": [
