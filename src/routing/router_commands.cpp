@@ -216,7 +216,12 @@ void Router::Impl::TryCommand(const InboundMessage& m, std::size_t route, const 
           (void)r.Durably("forgetting a deleted Session", [&] {
             if (auto removed = r.store->UnbindSession(target); !removed) r.Log(LogLevel::warning, removed.error().ToString());
           });
-          r.sessions.erase(target);
+          if (auto run = r.sessions.find(target); run != r.sessions.end()) {
+            // Checked idle before the delete was sent; the gauges drop whatever it holds now.
+            r.waiting_total -= run->second->queue.size();
+            r.SetRunning(*run->second, nullptr);
+            r.sessions.erase(run);
+          }
         }
         r.Note(where, st || st.error().code == Errc::not_found
                           ? "Deleted **" + EscapeMarkdown(label) + "**."

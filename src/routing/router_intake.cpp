@@ -255,6 +255,7 @@ Result<Disposition> Router::Impl::OnEdited(const InboundMessage& m) {
         if (auto st = store->RemoveInbox(it->inbox_id); !st) return Fail(st.error());
         SetLive(it->receipt, "Withdrawn: the message was deleted before its turn started.");
         s->queue.erase(it);
+        --waiting_total;
         UpdateReceipts(*s);
       } else {
         if (auto st = store->UpdateInboxText(it->inbox_id, m.text); !st) return Fail(st.error());

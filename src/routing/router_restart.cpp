@@ -66,7 +66,7 @@ void Router::Impl::Resume() {
       turn->live->message_id = rec.placeholder_id;
     }
     turn->live->request_id = turn->request_id;
-    s.running = turn;
+    SetRunning(s, turn);
     ++in_flight;
     Log(LogLevel::info, "re-attaching to turn " + turn->request_id + " of Session " + turn->session);
     ShowProgress(turn);

@@ -1,6 +1,7 @@
 // A Session's queue and one turn's life: the router's serial queue per Session (receipts with the
 // position), the global admission limit, Ensure and WaitReady ("waking the Session..."), the prompt
 // envelope, the driver's events as progress, and the result turned into the reply.
+#include <cassert>
 #include <cstdio>
 
 #include "routing/envelope.hpp"
@@ -70,17 +71,25 @@ void Router::Impl::PublishGauges() {
 }
 
 void Router::Impl::CountGauges() {
+#ifndef NDEBUG
   std::size_t waiting = 0;
   std::size_t running = 0;
   for (const auto& [name, s] : sessions) {
     waiting += s->queue.size();
     running += s->running ? 1 : 0;
   }
+  assert(waiting == waiting_total && running == running_total);
+#endif
   std::lock_guard lock(stats_mu);
   stats.sessions = sessions.size();
-  stats.turns_in_flight = running;
-  stats.turns_waiting = waiting;
+  stats.turns_in_flight = running_total;
+  stats.turns_waiting = waiting_total;
   stats.open_questions = questions.size();
+}
+
+void Router::Impl::SetRunning(SessionRun& s, std::shared_ptr<TurnRun> turn) {
+  running_total = running_total - (s.running ? 1 : 0) + (turn ? 1 : 0);
+  s.running = std::move(turn);
 }
 
 void Router::Impl::Enqueue(SessionRun& s, Waiting w, bool pump) {
@@ -93,6 +102,7 @@ void Router::Impl::Enqueue(SessionRun& s, Waiting w, bool pump) {
     w.receipt->inbox_id = w.inbox_id;
   }
   s.queue.push_back(std::move(w));
+  ++waiting_total;
   if (!pump) return;
   Pump(s);
   UpdateReceipts(s);  // a receipt kept from before a restart shows its position now
@@ -111,6 +121,7 @@ std::optional<Waiting> Router::Impl::TakeNext(SessionRun& s) {
   }
   Waiting w = std::move(s.queue.front());
   s.queue.pop_front();
+  --waiting_total;
   ++in_flight;
   s.starting = true;  // until LaunchTurn: a Session named twice in one slice of StartQueued takes one
   return w;
@@ -240,7 +251,7 @@ void Router::Impl::LaunchTurn(SessionRun& s, Waiting w, std::string id, Status r
   turn->live = w.receipt;
   if (turn->live) turn->live->request_id = id;  // a post still in flight records itself as the placeholder
   turn->started = std::chrono::steady_clock::now();
-  s.running = turn;
+  SetRunning(s, turn);
   UpdateReceipts(s);
   ShowProgress(turn);
   Tick(turn);
@@ -533,7 +544,7 @@ void Router::Impl::OnResult(const std::shared_ptr<TurnRun>& turn, Result<TurnRes
   if (!result && shutting_down && result.error().code == Errc::cancelled) {
     // Detached by the shutdown: the turn goes on in its Session and the next start re-attaches to it
     // (its record stays in the store).
-    if (it != sessions.end() && it->second->running == turn) it->second->running.reset();
+    if (it != sessions.end() && it->second->running == turn) SetRunning(*it->second, nullptr);
     --in_flight;
     return;
   }
@@ -622,7 +633,7 @@ void Router::Impl::EndTurn(const std::shared_ptr<TurnRun>& turn, std::string rep
   }
   Bump(&RouterStats::turns_completed);
   auto it = sessions.find(turn->session);
-  if (it != sessions.end() && it->second->running == turn) it->second->running.reset();
+  if (it != sessions.end() && it->second->running == turn) SetRunning(*it->second, nullptr);
   --in_flight;
   if (it != sessions.end()) Pump(*it->second);
   Admit();
