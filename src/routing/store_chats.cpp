@@ -136,6 +136,7 @@ Result<std::size_t> RouterStore::UnbindSession(std::string_view session) {
   if (!counts) return Fail(counts.error());
   for (std::string_view sql : {std::string_view("DELETE FROM bindings WHERE session = ?1"),
                                std::string_view("DELETE FROM chat_sessions WHERE session = ?1"),
+                               // A scan of the bounded table (no index by session since v6): `delete` is rare.
                                std::string_view("DELETE FROM bot_messages WHERE session = ?1")}) {
     auto q = db_->Query("UnbindSession", sql);
     if (!q) return Fail(q.error());

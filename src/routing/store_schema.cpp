@@ -171,6 +171,11 @@ ALTER TABLE inbox ADD COLUMN author_id TEXT NOT NULL DEFAULT '';
 UPDATE inbox SET author_id = COALESCE(json_extract(message, '$.author_id'), '') WHERE json_valid(message);
 )sql";
 
+// v6. bot_messages loses its index by session: every new bot message (a turn's placeholder among them)
+// wrote an entry at a random place of it, a page of its own in the commit, and only UnbindSession (the
+// `delete` command) read it; that DELETE scans the bounded table instead.
+constexpr std::string_view kSchemaV6 = "DROP INDEX bot_messages_by_session;";
+
 // Append only: a released step never changes, since stores in the field already ran it. A v2 is a
 // new entry after v1, e.g.
 //   {2, "v2: outbox entries remember their message ids",
@@ -184,6 +189,7 @@ constexpr SchemaStep kSchemaSteps[] = {
      "CREATE TABLE cursors (name TEXT PRIMARY KEY, value TEXT NOT NULL, updated_ms INTEGER NOT NULL);"},
     {4, "v4: cheaper writes to the bounded tables", kSchemaV4},
     {5, "v5: a cheaper intake (dedupe keys appended, no inbox index by session)", kSchemaV5},
+    {6, "v6: no bot-message index by session (read by a Session's delete only)", kSchemaV6},
 };
 
 }  // namespace

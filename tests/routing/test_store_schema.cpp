@@ -33,8 +33,8 @@ TEST_CASE("store schema: a new store is at this build's version with every table
   TempDir dir;
   const std::string path = dir.File("router.db");
   OpenStore(path).reset();
-  REQUIRE(SchemaVersion() == 5);
-  REQUIRE(SchemaSteps().size() == 5);
+  REQUIRE(SchemaVersion() == 6);
+  REQUIRE(SchemaSteps().size() == 6);
   RawDb raw(path);
   CHECK(raw.Int("PRAGMA user_version") == SchemaVersion());
   for (const char* table : {"bindings", "chat_sessions", "current_sessions", "bot_messages", "dedupe_event", "dedupe_message", "inbox",
@@ -141,7 +141,8 @@ TEST_CASE("store schema: a v3 store keeps its bounded rows, their order and thei
     RawDb raw(path);
     CHECK(raw.Int("PRAGMA user_version") == SchemaVersion());
     CHECK(raw.Int("SELECT count(*) FROM sqlite_schema WHERE name = 'row_counts' OR type = 'trigger'") == 0);
-    CHECK(raw.Int("SELECT count(*) FROM sqlite_schema WHERE name = 'bot_messages_by_session'") == 1);
+    // v4 rebuilt the table with its index by session; v6 dropped that index.
+    CHECK(raw.Int("SELECT count(*) FROM sqlite_schema WHERE name = 'bot_messages_by_session'") == 0);
     CHECK(raw.Int("SELECT seq FROM bot_messages WHERE message_id = 'c'") == 12);
     // The kind is still checked, and (chat, message_id) still unique (its index made the lookups).
     CHECK_FALSE(raw.TryExec("INSERT INTO bot_messages (platform, workspace, chat, message_id, session, kind) "
@@ -196,6 +197,43 @@ TEST_CASE("store schema: a v4 store's dedupe keys move to a table per kind at v5
   CHECK(*store->SeenOrRemember(DedupeKind::event, "E2"));
   store.reset();
   CHECK(RawDb(path).Int("SELECT seq FROM dedupe_event WHERE key = 'E4'") > 11);
+}
+
+TEST_CASE("store schema: a v5 store's bot messages lose their index by session at v6, and a delete still finds them",
+          "[routing][store]") {
+  TempDir dir;
+  const std::string path = dir.File("router.db");
+  {
+    auto db = OpenDb(path);
+    REQUIRE(Migrate(*db, SchemaSteps().first(5)));
+    REQUIRE(db->Exec("v5 rows", R"sql(
+      INSERT INTO bot_messages (seq, platform, workspace, chat, message_id, session, kind) VALUES
+        (1, 'slack', 'T1', 'C1', 'm1', 'one', 'reply'), (2, 'slack', 'T1', 'C1', 'm2', 'two', 'placeholder'),
+        (3, 'slack', 'T1', 'C1', 'm3', 'one', 'question');)sql"));
+  }
+  auto store = OpenStore(path);
+  {
+    RawDb raw(path);
+    CHECK(raw.Int("PRAGMA user_version") == 6);
+    CHECK(raw.Int("SELECT count(*) FROM sqlite_schema WHERE name = 'bot_messages_by_session'") == 0);
+    CHECK(raw.Int("SELECT count(*) FROM bot_messages") == 3);
+  }
+  const ChatRef chat{"slack", "T1", "C1"};
+  auto two = store->FindBotMessage(chat, "m2");
+  REQUIRE(two);
+  REQUIRE(*two);
+  CHECK((*two)->session == "two");
+  CHECK((*two)->kind == BotMessageKind::placeholder);
+  // Deleting Session "one" takes both of its messages, by a scan, and leaves the other Session's.
+  REQUIRE(store->UnbindSession("one"));
+  for (const char* id : {"m1", "m3"}) {
+    auto gone = store->FindBotMessage(chat, id);
+    REQUIRE(gone);
+    CHECK_FALSE(*gone);
+  }
+  auto kept = store->FindBotMessage(chat, "m2");
+  REQUIRE(kept);
+  CHECK(*kept);
 }
 
 TEST_CASE("store schema: a failing step changes nothing, its version included", "[routing][store]") {
