@@ -213,13 +213,21 @@ void Router::Impl::TryCommand(const InboundMessage& m, std::size_t route, const 
       pending_deletes.erase(pending);
       backend.AsyncDelete(target, OnStrand<Status>([where, target, label = cmd.name, id = m.message_id](Impl& r, Status st) {
         if (st || st.error().code == Errc::not_found) {
+          auto run = r.sessions.find(target);
           (void)r.Durably("forgetting a deleted Session", [&] {
             if (auto removed = r.store->UnbindSession(target); !removed) r.Log(LogLevel::warning, removed.error().ToString());
+            // It was idle when the delete was sent; a message that came for it since is withdrawn, told
+            // so in its receipt (and out of the inbox, so a restart does not bring the Session back).
+            if (run == r.sessions.end()) return;
+            for (routing::Waiting& w : run->second->queue) {
+              if (auto st = r.store->RemoveInbox(w.inbox_id); !st) r.Log(LogLevel::warning, st.error().ToString());
+              r.SetLive(w.receipt, "Withdrawn: its Session **" + EscapeMarkdown(label) +
+                                       "** was deleted before its turn started.");
+            }
           });
-          if (auto run = r.sessions.find(target); run != r.sessions.end()) {
-            // Checked idle before the delete was sent; the gauges drop whatever it holds now.
+          if (run != r.sessions.end()) {
             r.waiting_total -= run->second->queue.size();
-            r.SetRunning(*run->second, nullptr);
+            r.SetRunning(*run->second, nullptr);  // a turn started since fails with its Session, and says so
             r.sessions.erase(run);
           }
         }

@@ -477,3 +477,83 @@ TEST_CASE("router: on_turn_finished reports each turn's status, duration and wak
     CHECK(t.duration.count() >= 0);
   }
 }
+
+// A backend whose deletes wait until the test lets them finish.
+class HeldDelete : public ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  void AsyncDelete(std::string name, BackendStatusHandler handler) override {
+    std::lock_guard lock(mu);
+    held.emplace_back(std::move(name), std::move(handler));
+  }
+  bool WaitHeld(std::chrono::milliseconds timeout) {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < until) {
+      {
+        std::lock_guard lock(mu);
+        if (!held.empty()) return true;
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+    return false;
+  }
+  void Release() {
+    std::vector<std::pair<std::string, BackendStatusHandler>> now;
+    {
+      std::lock_guard lock(mu);
+      now.swap(held);
+    }
+    for (auto& [name, handler] : now) ForwardingBackend::AsyncDelete(std::move(name), std::move(handler));
+  }
+
+  std::mutex mu;
+  std::vector<std::pair<std::string, BackendStatusHandler>> held;
+};
+
+TEST_CASE("router: delete is for admins, asks to confirm, and withdraws a message that came for the Session meanwhile",
+          "[routing][router]") {
+  TempRoot root;
+  const std::string script = root.File("slow.json", R"({"turns": [[{"type": "sleep", "ms": 1500},
+      {"type": "message", "text": "slow reply"}]]})");
+  HeldDelete* held = nullptr;
+  Rig rig(root, PrivateChatCaps(), "script:" + script, [](RouterOptions& o) { o.max_in_flight = 1; }, {},
+          [&](std::unique_ptr<SessionBackend> inner) {
+            auto b = std::make_unique<HeldDelete>(std::move(inner));
+            held = b.get();
+            return b;
+          });
+  REQUIRE(*rig.Send(Msg("1", "first", "")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(1));
+  const std::string first_reply = rig.adapter.FindMessage("slow reply");
+  REQUIRE(*rig.Send(Msg("2", "/new doomed", "")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("Now talking to"));
+  // Not an admin: refused.
+  REQUIRE(*rig.Send(Msg("3", "/delete doomed", "")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("Only an admin"));
+  // The first Session takes the one slot with a slow turn (a reply to its message routes there).
+  auto busy = Msg("4", "keep busy", "");
+  busy.reply_to_message_id = first_reply;
+  REQUIRE(*rig.Send(busy) == Disposition::accepted);
+  REQUIRE(*rig.Send(Msg("5", "/delete doomed", "", "admin")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("again within a minute"));
+  REQUIRE(*rig.Send(Msg("6", "/delete doomed", "", "admin")) == Disposition::accepted);
+  REQUIRE(held->WaitHeld(10s));
+  // While the delete is on its way, a message for the current Session (still "doomed") waits for the slot.
+  REQUIRE(*rig.Send(Msg("7", "too late", "")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("Queued"));
+  held->Release();
+  REQUIRE(rig.adapter.WaitForText("Deleted "));
+  CHECK(rig.adapter.WaitForText("was deleted before its turn started."));
+  INFO(rig.adapter.Dump());
+  CHECK(rig.adapter.Text(rig.adapter.FindMessage("was deleted before its turn started")).find("doomed") !=
+        std::string::npos);
+  REQUIRE(rig.WaitDelivered(2));  // the busy turn's reply
+  std::this_thread::sleep_for(300ms);
+  const RouterStats stats = rig.router->Stats();
+  CHECK(stats.turns_waiting == 0);
+  CHECK(stats.turns_in_flight == 0);
+  CHECK(stats.turns_completed == 2);  // the withdrawn message never ran
+  auto listed = rig.backend->List();
+  REQUIRE(listed);
+  for (const auto& s : *listed) CHECK(s.name.find("doomed") == std::string::npos);
+}
