@@ -231,6 +231,7 @@ void Router::Start() {
     if (r.started) return;
     r.started = true;
     r.Resume();
+    r.DrainIntake();  // messages handed over before Start
   });
 }
 

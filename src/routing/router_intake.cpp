@@ -73,6 +73,9 @@ void Router::Impl::Note(const ThreadRef& where, std::string_view markdown, const
 }
 
 void Router::Impl::DrainIntake() {
+  // Not before Start has resumed what the store holds from before: a message accepted first would be
+  // found there as work of a previous run, and run twice. Start drains what waits.
+  if (!started) return;
   std::deque<PendingMessage> batch;
   {
     std::lock_guard lock(intake_mu);

@@ -434,3 +434,26 @@ TEST_CASE("router: a burst is accepted together, and a redelivery inside the bur
   CHECK(rig.router->Stats().replies_delivered == 19);
   CHECK(rig.adapter.CountMessagesWith("message 5") == 1);
 }
+
+TEST_CASE("router: messages handed over before Start run once, not again as work found in the store",
+          "[routing][router]") {
+  TempRoot root;
+  Rig rig(root);
+  rig.router.reset();  // the rig's router started; this one gets its messages first
+  auto made = Router::Create(rig.context, *rig.backend, rig.adapter, rig.options);
+  REQUIRE(made);
+  rig.router = std::move(*made);
+  for (int i = 1; i <= 3; ++i) {
+    rig.router->HandleMessage(Msg(std::to_string(i), "early " + std::to_string(i), "T" + std::to_string(i)));
+  }
+  rig.router->Start();
+  REQUIRE(rig.WaitDelivered(3));
+  std::this_thread::sleep_for(500ms);
+  INFO(rig.adapter.Dump());
+  const RouterStats stats = rig.router->Stats();
+  CHECK(stats.turns_completed == 3);
+  CHECK(stats.replies_delivered == 3);
+  // Nothing was taken for a turn left by a previous run.
+  CHECK(Posts(rig.adapter.Ops(), "Picking this up again") == 0);
+  for (int i = 1; i <= 3; ++i) CHECK_FALSE(rig.adapter.FindMessage("early " + std::to_string(i)).empty());
+}
