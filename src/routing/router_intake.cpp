@@ -192,7 +192,11 @@ Result<Disposition> Router::Impl::Intake(InboundMessage m, std::optional<routing
     return Disposition::accepted;
   }
   routing::SessionRun& s = SessionFor(*session, route);
-  if (s.queue.size() + s.accepting >= options.max_queued) {
+  // What waits behind a turn: of an idle Session's messages the first is about to start (its start may
+  // be behind this intake), and does not count against the bound.
+  const std::size_t ahead = s.queue.size() + s.accepting;
+  const bool idle = !s.running && !s.starting;
+  if ((idle && ahead > 0 ? ahead - 1 : ahead) >= options.max_queued) {
     auto dup = seen();
     if (!dup) return Fail(dup.error());
     if (*dup) return Disposition::duplicate;

@@ -93,10 +93,12 @@ void Router::Impl::SetRunning(SessionRun& s, std::shared_ptr<TurnRun> turn) {
 }
 
 void Router::Impl::Enqueue(SessionRun& s, Waiting w, bool pump) {
+  // Its place in line: behind the running turn, or behind the first of an idle Session's messages,
+  // which is about to start.
   const std::size_t ahead = s.queue.size() + ((s.running || s.starting) ? 1 : 0);
   const std::string text = ahead == 0 && in_flight < options.max_in_flight
                                ? "\u23F3 Working on it\u2026"
-                               : "\u23F3 Queued \u2014 position " + std::to_string(s.queue.size() + 1);
+                               : "\u23F3 Queued \u2014 position " + std::to_string(std::max<std::size_t>(ahead, 1));
   if (!w.receipt) {
     w.receipt = PostLive(w.where, text, s.name, w.message.message_id);
     w.receipt->inbox_id = w.inbox_id;
