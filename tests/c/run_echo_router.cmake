@@ -8,6 +8,16 @@ get_filename_component(runtime_dir ${RUNTIME} DIRECTORY)
 execute_process(COMMAND ${CMAKE_COMMAND} -E env "PATH=${runtime_dir}:$ENV{PATH}" ${EXE} --provider echo --state ${dir}/state
                 INPUT_FILE ${dir}/input.txt OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc TIMEOUT 100)
 file(GLOB sessions LIST_DIRECTORIES true ${dir}/state/sessions/*)
+# The example's runtimes are processes of their own that outlive it (they would exit after 30 idle
+# minutes): the test that started them stops them.
+file(GLOB pid_files ${dir}/state/sessions/*/runtime.pid)
+foreach(pid_file ${pid_files})
+  file(READ ${pid_file} pid)
+  string(STRIP "${pid}" pid)
+  if(pid MATCHES "^[0-9]+$")
+    execute_process(COMMAND kill ${pid} RESULT_VARIABLE ignored ERROR_QUIET)
+  endif()
+endforeach()
 file(REMOVE_RECURSE ${dir})
 message(STATUS "stdout:\n${out}\nstderr:\n${err}")
 if(NOT rc EQUAL 0)
