@@ -238,6 +238,10 @@ void Router::Start() {
 void Router::HandleMessage(InboundMessage message, std::function<void(Result<Disposition>)> done) {
   if (!done) done = [](Result<Disposition>) {};
   if (impl_->context.Stopped()) return done(Fail(blocking::StoppedContextError("Router::HandleMessage")));
+  if (auto st = Impl::CheckInbound(message); !st) {
+    // Refused at once, before Start or not; `done` still runs on a worker, as always.
+    return impl_->context.Post([done = std::move(done), e = st.error()]() { done(Fail(e)); });
+  }
   bool post = false;
   {
     std::lock_guard lock(impl_->intake_mu);

@@ -303,6 +303,8 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   std::deque<PendingMessage> intake;  // guarded by intake_mu (a deque: a push never moves the others)
   bool intake_posted = false;         // guarded by intake_mu: a DrainIntake is on its way
   void DrainIntake();
+  // The fields every message needs (HandleMessage refuses it at once without them, Start or not).
+  static Status CheckInbound(const InboundMessage& m);
   // One message: its disposition, and the waiting entry to queue once the batch is committed.
   Result<Disposition> Intake(InboundMessage message, std::optional<routing::Waiting>* accepted);
   Result<std::string> SessionOf(const InboundMessage& message, std::size_t route);

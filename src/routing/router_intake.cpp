@@ -148,14 +148,19 @@ bool Router::Impl::IntakeWaiting() {
   return !intake.empty();
 }
 
-Result<Disposition> Router::Impl::Intake(InboundMessage m, std::optional<routing::Waiting>* accepted) {
-  if (shutting_down) {
-    return Fail(Errc::unavailable, "the router is shutting down; the platform should deliver the message again");
-  }
+Status Router::Impl::CheckInbound(const InboundMessage& m) {
   if (m.platform.empty() || m.chat.empty() || m.message_id.empty()) {
     return Fail(Errc::invalid_argument, "an InboundMessage needs a platform, a chat and a message id (got '" +
                                             m.platform + "', '" + m.chat + "', '" + m.message_id + "')");
   }
+  return {};
+}
+
+Result<Disposition> Router::Impl::Intake(InboundMessage m, std::optional<routing::Waiting>* accepted) {
+  if (shutting_down) {
+    return Fail(Errc::unavailable, "the router is shutting down; the platform should deliver the message again");
+  }
+  if (auto st = CheckInbound(m); !st) return Fail(st.error());
   if (m.kind != MessageKind::new_message) return OnEdited(m);
   const routing::RouteMatch match = matcher.Match(m);
   if (!match.warning.empty()) Log(LogLevel::warning, match.warning);
