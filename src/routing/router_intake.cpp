@@ -160,7 +160,7 @@ Result<Disposition> Router::Impl::Intake(InboundMessage m, std::optional<routing
   if (shutting_down) {
     return Fail(Errc::unavailable, "the router is shutting down; the platform should deliver the message again");
   }
-  if (auto st = CheckInbound(m); !st) return Fail(st.error());
+  // CheckInbound ran in HandleMessage, the only way in.
   if (m.kind != MessageKind::new_message) return OnEdited(m);
   const routing::RouteMatch match = matcher.Match(m);
   if (!match.warning.empty()) Log(LogLevel::warning, match.warning);

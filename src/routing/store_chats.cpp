@@ -253,14 +253,6 @@ Status RouterStore::IndexBotMessage(const BotMessage& m) {
     return true;
   };
   auto update = [&]() -> Result<bool> {
-    // Its kind only when the Session is the same (the usual case): a SET that names `session`
-    // rewrites its index entry even when the value stays.
-    auto kind = db_->Query("IndexBotMessage", R"sql(
-      UPDATE bot_messages SET kind = ?6
-      WHERE platform = ?1 AND workspace = ?2 AND chat = ?3 AND message_id = ?4 AND session = ?5)sql");
-    if (!kind) return Fail(kind.error());
-    if (auto st = kind->Exec(m.chat, m.message_id, m.session, ToString(m.kind)); !st) return Fail(st.error());
-    if (db_->Changes() > 0) return true;
     auto q = db_->Query("IndexBotMessage", R"sql(
       UPDATE bot_messages SET session = ?5, kind = ?6
       WHERE platform = ?1 AND workspace = ?2 AND chat = ?3 AND message_id = ?4)sql");

@@ -22,6 +22,14 @@ std::int64_t Version(Db& db) {
   return *v;
 }
 
+// A store file written by the build whose schema was `version`, holding `rows` (SQL, may be empty):
+// what an upgrade finds on disk.
+void WriteAtVersion(const std::string& path, std::size_t version, const char* rows = "") {
+  auto db = OpenDb(path);
+  REQUIRE(Migrate(*db, SchemaSteps().first(version)));
+  if (*rows != '\0') REQUIRE(db->Exec("rows of an older version", rows));
+}
+
 constexpr SchemaStep kV1{1, "v1: notes", "CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT NOT NULL);"};
 constexpr SchemaStep kV2{2, "v2: notes have an author",
                          "ALTER TABLE notes ADD COLUMN author TEXT NOT NULL DEFAULT 'unknown';"
@@ -78,13 +86,9 @@ TEST_CASE("store schema: steps apply past the file's version and keep its rows",
 TEST_CASE("store schema: a v1 store keeps its waiting messages at v2, with no receipt", "[routing][store]") {
   TempDir dir;
   const std::string path = dir.File("router.db");
-  {
-    auto db = OpenDb(path);
-    REQUIRE(Migrate(*db, SchemaSteps().first(1)));
-    REQUIRE(db->Exec("a v1 inbox row", R"sql(
-      INSERT INTO inbox (platform, workspace, chat, thread, session, message, accepted_ms)
-      VALUES ('slack', 'W1', 'C1', 'T1', 'sess', '{"platform":"slack","chat":"C1","message_id":"m1","text":"hi"}', 5))sql"));
-  }
+  WriteAtVersion(path, 1, R"sql(
+    INSERT INTO inbox (platform, workspace, chat, thread, session, message, accepted_ms)
+    VALUES ('slack', 'W1', 'C1', 'T1', 'sess', '{"platform":"slack","chat":"C1","message_id":"m1","text":"hi"}', 5))sql");
   auto store = OpenStore(path);
   RawDb raw(path);
   CHECK(raw.Int("PRAGMA user_version") == SchemaVersion());
@@ -100,10 +104,7 @@ TEST_CASE("store schema: a v1 store keeps its waiting messages at v2, with no re
 TEST_CASE("store schema: a v2 store gains the cursors table at v3, empty", "[routing][store]") {
   TempDir dir;
   const std::string path = dir.File("router.db");
-  {
-    auto db = OpenDb(path);
-    REQUIRE(Migrate(*db, SchemaSteps().first(2)));
-  }
+  WriteAtVersion(path, 2);
   auto store = OpenStore(path);
   CHECK(RawDb(path).Int("PRAGMA user_version") == SchemaVersion());
   auto none = store->Cursor("telegram.offset");
@@ -120,19 +121,14 @@ TEST_CASE("store schema: a v2 store gains the cursors table at v3, empty", "[rou
 TEST_CASE("store schema: a v3 store keeps its bounded rows, their order and their bounds at v4", "[routing][store]") {
   TempDir dir;
   const std::string path = dir.File("router.db");
-  {
-    auto db = OpenDb(path);
-    REQUIRE(Migrate(*db, SchemaSteps().first(3)));
-    // Rows of the v3 schema, the trigger-kept counts included; "b" was indexed first.
-    REQUIRE(db->Exec("v3 rows", R"sql(
-      INSERT INTO bot_messages (seq, platform, workspace, chat, message_id, session, kind) VALUES
-        (7, 'slack', 'T1', 'C1', 'b', 'sess-b', 'placeholder'),
-        (9, 'slack', 'T1', 'C1', 'a', 'sess-a', 'reply'),
-        (12, 'slack', 'T1', 'C1', 'c', 'sess-c', 'question');
-      INSERT INTO dedupe (kind, key) VALUES ('event', 'E1'), ('message', 'M1'), ('event', 'E2');)sql"));
-    RawDb raw(path);
-    REQUIRE(raw.Int("SELECT n FROM row_counts WHERE name = 'bot_messages'") == 3);
-  }
+  // Rows of the v3 schema, the trigger-kept counts included; "b" was indexed first.
+  WriteAtVersion(path, 3, R"sql(
+    INSERT INTO bot_messages (seq, platform, workspace, chat, message_id, session, kind) VALUES
+      (7, 'slack', 'T1', 'C1', 'b', 'sess-b', 'placeholder'),
+      (9, 'slack', 'T1', 'C1', 'a', 'sess-a', 'reply'),
+      (12, 'slack', 'T1', 'C1', 'c', 'sess-c', 'question');
+    INSERT INTO dedupe (kind, key) VALUES ('event', 'E1'), ('message', 'M1'), ('event', 'E2');)sql");
+  REQUIRE(RawDb(path).Int("SELECT n FROM row_counts WHERE name = 'bot_messages'") == 3);
   StoreLimits limits;
   limits.bot_messages = 3;
   limits.dedupe_per_kind = 2;
@@ -168,15 +164,11 @@ TEST_CASE("store schema: a v3 store keeps its bounded rows, their order and thei
 TEST_CASE("store schema: a v4 store's dedupe keys move to a table per kind at v5, in their order", "[routing][store]") {
   TempDir dir;
   const std::string path = dir.File("router.db");
-  {
-    auto db = OpenDb(path);
-    REQUIRE(Migrate(*db, SchemaSteps().first(4)));
-    REQUIRE(db->Exec("v4 rows", R"sql(
-      INSERT INTO dedupe (seq, kind, key) VALUES
-        (3, 'event', 'E1'), (4, 'message', 'M1'), (8, 'event', 'E2'), (9, 'message', 'M2'), (11, 'event', 'E3');
-      INSERT INTO inbox (platform, workspace, chat, thread, session, message, accepted_ms) VALUES
-        ('slack', 'T1', 'C1', '', 'sess', '{"platform":"slack","chat":"C1","message_id":"5","author_id":"U7","text":"hi"}', 1);)sql"));
-  }
+  WriteAtVersion(path, 4, R"sql(
+    INSERT INTO dedupe (seq, kind, key) VALUES
+      (3, 'event', 'E1'), (4, 'message', 'M1'), (8, 'event', 'E2'), (9, 'message', 'M2'), (11, 'event', 'E3');
+    INSERT INTO inbox (platform, workspace, chat, thread, session, message, accepted_ms) VALUES
+      ('slack', 'T1', 'C1', '', 'sess', '{"platform":"slack","chat":"C1","message_id":"5","author_id":"U7","text":"hi"}', 1);)sql");
   StoreLimits limits;
   limits.dedupe_per_kind = 3;
   auto store = OpenStore(path, limits);
@@ -203,14 +195,10 @@ TEST_CASE("store schema: a v5 store's bot messages lose their index by session a
           "[routing][store]") {
   TempDir dir;
   const std::string path = dir.File("router.db");
-  {
-    auto db = OpenDb(path);
-    REQUIRE(Migrate(*db, SchemaSteps().first(5)));
-    REQUIRE(db->Exec("v5 rows", R"sql(
-      INSERT INTO bot_messages (seq, platform, workspace, chat, message_id, session, kind) VALUES
-        (1, 'slack', 'T1', 'C1', 'm1', 'one', 'reply'), (2, 'slack', 'T1', 'C1', 'm2', 'two', 'placeholder'),
-        (3, 'slack', 'T1', 'C1', 'm3', 'one', 'question');)sql"));
-  }
+  WriteAtVersion(path, 5, R"sql(
+    INSERT INTO bot_messages (seq, platform, workspace, chat, message_id, session, kind) VALUES
+      (1, 'slack', 'T1', 'C1', 'm1', 'one', 'reply'), (2, 'slack', 'T1', 'C1', 'm2', 'two', 'placeholder'),
+      (3, 'slack', 'T1', 'C1', 'm3', 'one', 'question');)sql");
   auto store = OpenStore(path);
   {
     RawDb raw(path);
