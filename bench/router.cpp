@@ -119,6 +119,18 @@ double Seconds(const timeval& t) {
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6;
 }
 
+// Runs `fn` on the Context's worker and waits for it.
+template <typename Fn>
+void OnWorker(Context& ctx, Fn&& fn) {
+  std::promise<void> ran;
+  auto f = ran.get_future();
+  ctx.Post([&] {
+    fn();
+    ran.set_value();
+  });
+  f.get();
+}
+
 Cpu ReadCpu(Context& ctx) {
   std::promise<double> worker;
   auto f = worker.get_future();
@@ -289,15 +301,21 @@ void EndRound(Context& ctx, const Cpu& cpu0, const std::string& phase, Clock::ti
     auto s = [](Clock::time_point t) { return std::chrono::duration<double>(t.time_since_epoch()).count(); };
     std::fprintf(stderr, "phase %s %.6f %.6f\n", phase.c_str(), s(t0), s(t1));
 #ifdef BENCH_CALLGRIND
-    CALLGRIND_DUMP_STATS_AT(phase.c_str());  // under callgrind: one profile part per round
+    // Under callgrind: one profile part per round, of this thread and of the worker (a dump or a
+    // reset is the calling thread's only: with --separate-threads=yes each gets its own file).
+    CALLGRIND_DUMP_STATS_AT(phase.c_str());
+    OnWorker(ctx, [&phase] { CALLGRIND_DUMP_STATS_AT(phase.c_str()); });
 #endif
   }
 }
 
 // Under callgrind with --phases, a round's profile starts at its first message.
-void StartRound() {
+void StartRound([[maybe_unused]] Context& ctx) {
 #ifdef BENCH_CALLGRIND
-  if (g_phases) CALLGRIND_ZERO_STATS;
+  if (g_phases) {
+    CALLGRIND_ZERO_STATS;
+    OnWorker(ctx, [] { CALLGRIND_ZERO_STATS; });
+  }
 #endif
 }
 
@@ -337,7 +355,7 @@ Round BareRound(Context& ctx, const Drivers& drivers, int round, std::chrono::mi
   std::vector<double> lat(n);
   Tally tally;
   Round r;
-  StartRound();
+  StartRound(ctx);
   const Cpu cpu0 = ReadCpu(ctx);
   const auto t0 = Clock::now();
   for (std::size_t i = 0; i < n; ++i) {
@@ -375,7 +393,7 @@ Round RouterRound(Context& ctx, Router& router, bench::BenchAdapter& adapter, st
   Tally acks;
   const std::uint64_t delivered0 = router.Stats().replies_delivered;
   Round r;
-  StartRound();
+  StartRound(ctx);
   const Cpu cpu0 = ReadCpu(ctx);
   const auto t0 = Clock::now();
   for (std::size_t i = 0; i < n; ++i) {

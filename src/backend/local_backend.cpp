@@ -90,15 +90,6 @@ void DeleteExpired(Core& core, bool leftovers) {
   }
 }
 
-void Tick(std::shared_ptr<Core> core, std::shared_ptr<asio::steady_timer> timer) {
-  if (core->closed.load()) return;
-  core->host->Tick();
-  timer->expires_after(kInProcessTick);
-  timer->async_wait([core, timer](const asio::error_code& ec) {
-    if (!ec) Tick(core, timer);
-  });
-}
-
 class LocalBackend final : public SessionBackend {
  public:
   explicit LocalBackend(std::shared_ptr<Core> core) : core_(std::move(core)) {}
@@ -391,12 +382,6 @@ Result<std::unique_ptr<SessionBackend>> MakeLocalBackend(Context& context, Local
     context.Post([core] {
       if (!core->closed.load()) local::DeleteExpired(*core, true);
     });
-    if (options.in_process) {
-      auto timer = std::make_shared<asio::steady_timer>(context.io(), local::kInProcessTick);
-      timer->async_wait([core, timer](const asio::error_code& e) {
-        if (!e) local::Tick(core, timer);
-      });
-    }
   }
   return backend;
 }

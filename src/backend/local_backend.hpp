@@ -35,14 +35,15 @@ inline constexpr std::chrono::milliseconds kStopPoll{10};
 inline constexpr std::chrono::milliseconds kStartPollMax{8};
 // A Session that does not exist (yet) is looked for this often until the WaitReady deadline.
 inline constexpr std::chrono::milliseconds kAbsentPoll{100};
-// The in-process host looks at its runtimes' activity this often (idle policy, last activity).
+// The in-process host looks at its runtimes' activity this often (idle policy, last activity), on a
+// thread of its own.
 inline constexpr std::chrono::milliseconds kInProcessTick{200};
 // ... and records a runtime's last activity in its runtime.json at most this often (a look from this
 // process asks the host, which knows it to the moment; the file is for other processes and the next
 // start), ...
 inline constexpr std::chrono::milliseconds kActivityRecordEvery{10'000};
-// ... writing at most this many records per look, the rest on the next ones: a look runs on the
-// Context, and 1,000 Sessions' records in one go held it for tens of milliseconds.
+// ... writing at most this many records per look, the rest on the next ones: 1,000 Sessions' records
+// in one go took tens of milliseconds, and an idle runtime's stop waits behind them.
 inline constexpr std::size_t kActivityRecordsPerTick = 32;
 
 // A runtime as its host sees it.
@@ -67,8 +68,6 @@ class RuntimeHost {
   // Still running after RequestStop? `dir` is the directory it was started in (it may have moved).
   virtual bool Running(const std::string& dir, long pid) = 0;
   virtual void Kill(const std::string& dir, long pid) = 0;
-  // The in-process host's periodic look (idle policy, last activity); nothing for processes.
-  virtual void Tick() {}
   // Stops every hosted runtime (the backend is going away); nothing for processes, which outlive it.
   virtual void StopAll() {}
   virtual bool in_process() const = 0;

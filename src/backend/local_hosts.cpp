@@ -6,8 +6,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
+#include <condition_variable>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "backend/local_backend.hpp"
@@ -63,9 +67,14 @@ class ProcessHost final : public RuntimeHost {
   HostConfig config_;
 };
 
+// Its periodic look (idle policy, activity records) runs on a thread of its own, as each program's
+// runs on the program's main thread: file writes and the stop of an idle runtime (which waits for its
+// I/O thread) never hold the Context's workers.
 class InProcessHost final : public RuntimeHost {
  public:
-  InProcessHost(HostConfig config, LogSink log) : config_(std::move(config)), log_(std::move(log)) {}
+  InProcessHost(HostConfig config, LogSink log) : config_(std::move(config)), log_(std::move(log)) {
+    looker_ = std::thread([this] { LookLoop(); });
+  }
   ~InProcessHost() override { StopAll(); }
 
   Liveness Check(const SessionPaths& paths, const Result<RuntimeRecord>&) override {
@@ -123,7 +132,43 @@ class InProcessHost final : public RuntimeHost {
   void Kill(const std::string&, long) override {}  // RequestStop has stopped it already
   bool in_process() const override { return true; }
 
-  void Tick() override {
+  void StopAll() override {
+    {
+      std::lock_guard lock(look_mu_);
+      stopping_ = true;
+    }
+    look_cv_.notify_all();
+    if (looker_.joinable()) looker_.join();
+    std::map<std::string, std::shared_ptr<Hosted>> all;
+    {
+      std::lock_guard lock(mu_);
+      all = hosted_;
+    }
+    for (auto& [dir, h] : all) End(dir, *h, kExitStopped, std::chrono::milliseconds(-1));
+  }
+
+ private:
+  struct Hosted {
+    SocketPath socket;  // before the runtime: its path must stay valid until the runtime has stopped
+    std::unique_ptr<testing::LocalRuntime> runtime;
+    std::string status_file;
+    std::mutex op_mu;  // one stop at a time; guards record, recorded and ended
+    RuntimeRecord record;
+    std::chrono::steady_clock::time_point recorded{};  // when record's last activity was last written
+    bool ended = false;
+  };
+
+  void LookLoop() {
+    ::pthread_setname_np(::pthread_self(), "st-local-host");
+    std::unique_lock lock(look_mu_);
+    while (!look_cv_.wait_for(lock, kInProcessTick, [this] { return stopping_; })) {
+      lock.unlock();
+      Look();
+      lock.lock();
+    }
+  }
+
+  void Look() {
     std::vector<std::pair<std::string, std::shared_ptr<Hosted>>> all;
     {
       std::lock_guard lock(mu_);
@@ -153,26 +198,6 @@ class InProcessHost final : public RuntimeHost {
     }
   }
 
-  void StopAll() override {
-    std::map<std::string, std::shared_ptr<Hosted>> all;
-    {
-      std::lock_guard lock(mu_);
-      all = hosted_;
-    }
-    for (auto& [dir, h] : all) End(dir, *h, kExitStopped, std::chrono::milliseconds(-1));
-  }
-
- private:
-  struct Hosted {
-    SocketPath socket;  // before the runtime: its path must stay valid until the runtime has stopped
-    std::unique_ptr<testing::LocalRuntime> runtime;
-    std::string status_file;
-    std::mutex op_mu;  // one stop at a time; guards record, recorded and ended
-    RuntimeRecord record;
-    std::chrono::steady_clock::time_point recorded{};  // when record's last activity was last written
-    bool ended = false;
-  };
-
   std::shared_ptr<Hosted> Find(const std::string& dir) {
     std::lock_guard lock(mu_);
     auto it = hosted_.find(dir);
@@ -190,7 +215,7 @@ class InProcessHost final : public RuntimeHost {
       h.runtime->Stop();
     }
     h.ended = true;
-    // The last activity as of the end (Tick writes it only now and then).
+    // The last activity as of the end (Look writes it only now and then).
     const auto last_turn = h.runtime->Activity().last_turn;
     if (last_turn > h.record.last_activity) h.record.last_activity = last_turn;
     h.record.exit = std::string(how);
@@ -205,7 +230,11 @@ class InProcessHost final : public RuntimeHost {
   LogSink log_;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Hosted>> hosted_;  // by Session directory
-  std::size_t next_record_ = 0;                            // Tick's round-robin start (Tick runs on one strand)
+  std::size_t next_record_ = 0;                            // Look's round-robin start (looker_ only)
+  std::mutex look_mu_;
+  std::condition_variable look_cv_;
+  bool stopping_ = false;  // StopAll: the looker ends
+  std::thread looker_;     // last: started once everything it reads is made
 };
 
 }  // namespace
