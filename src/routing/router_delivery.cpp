@@ -68,10 +68,14 @@ void Router::Impl::DeliverPart(std::shared_ptr<OutboxEntry> e, int edit_attempts
     e->attempts = 0;
     bool removed = false;
     r.WriteBehind([&] {
-      if (auto st = r.store->IndexBotMessage({routing::ChatRef::Of(e->thread), message_id, e->session,
-                                              routing::BotMessageKind::reply});
-          !st) {
-        r.Log(LogLevel::warning, st.error().ToString());
+      // The placeholder is in the index already (written with its id in the turn's record), as this
+      // Session's: a part edited into it changes nothing there.
+      if (message_id != e->placeholder_id) {
+        if (auto st = r.store->IndexBotMessage({routing::ChatRef::Of(e->thread), message_id, e->session,
+                                                routing::BotMessageKind::reply});
+            !st) {
+          r.Log(LogLevel::warning, st.error().ToString());
+        }
       }
       if (e->id == 0) return;
       if (e->next_part < e->parts.size()) {

@@ -133,6 +133,9 @@ struct SessionRun {
   SteadyTime ready_until{};
   std::deque<Waiting> queue;
   std::shared_ptr<TurnRun> running;
+  // Its journal as of the end of its last turn here (last event id, journal id): a new turn's stored
+  // cursor, from which a re-attach after a restart finds it by its request id.
+  TurnCursor journal;
   bool in_admission = false;            // waiting for a slot under max_in_flight
   bool starting = false;                // between admission and the turn's start
   std::size_t accepting = 0;            // accepted in the batch being drained, not queued yet
@@ -336,7 +339,7 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   int starts_posted = 0;
   std::string NewRequestId();
   // The turn's start in the store (not committed: the caller's Durably commits it).
-  Status RecordTurn(const routing::Waiting& w, const std::string& request_id);
+  Status RecordTurn(const routing::SessionRun& s, const routing::Waiting& w, const std::string& request_id);
   void StartTurn(routing::SessionRun& s, routing::Waiting w);
   // Runs a recorded turn; one that could not be recorded is reported in its placeholder instead.
   void LaunchTurn(routing::SessionRun& s, routing::Waiting w, std::string request_id, Status record);

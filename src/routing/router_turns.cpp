@@ -158,7 +158,7 @@ void Router::Impl::StartQueued(std::shared_ptr<const std::vector<std::string>> n
   // The slice's turn starts are one commit, made before any of their prompts can go out.
   if (!starts.empty()) {
     Status committed = Durably("starting turns", [&] {
-      for (Start& st : starts) st.record = RecordTurn(st.waiting, st.request_id);
+      for (Start& st : starts) st.record = RecordTurn(*st.session, st.waiting, st.request_id);
     });
     for (Start& st : starts) {
       if (!committed && st.record) st.record = Fail(committed.error());
@@ -216,9 +216,9 @@ std::string Router::Impl::NewRequestId() {
   return id;
 }
 
-Status Router::Impl::RecordTurn(const Waiting& w, const std::string& request_id) {
+Status Router::Impl::RecordTurn(const SessionRun& s, const Waiting& w, const std::string& request_id) {
   return store->MoveToTurns(w.inbox_id, request_id, std::chrono::system_clock::now(),
-                          w.receipt ? w.receipt->message_id : std::string());
+                            w.receipt ? w.receipt->message_id : std::string(), s.journal);
 }
 
 void Router::Impl::StartTurn(SessionRun& s, Waiting w) {
@@ -226,7 +226,7 @@ void Router::Impl::StartTurn(SessionRun& s, Waiting w) {
   // Durable before the prompt goes out: a restart then attaches to the turn instead of sending the
   // message a second time.
   Status record = Fail(Errc::internal, "the turn was not recorded");
-  if (Status committed = Durably("starting a turn", [&] { record = RecordTurn(w, id); }); !committed && record) {
+  if (Status committed = Durably("starting a turn", [&] { record = RecordTurn(s, w, id); }); !committed && record) {
     record = Fail(committed.error());
   }
   LaunchTurn(s, std::move(w), std::move(id), std::move(record));
@@ -369,18 +369,13 @@ TurnOptions Router::Impl::OptionsFor(const std::shared_ptr<TurnRun>& turn) {
       self->Run([turn, signal = std::move(*signal)](Impl& r) { r.OnEvent(turn, signal); });
     }
   };
+  // Its place in the journal is not written: the stored cursor (where the Session's journal stood
+  // when the turn began) is enough for a re-attach to find it by its request id.
   o.on_accepted = [weak, turn](const TurnRef& ref) {
     if (auto self = weak.lock()) {
-      self->Run([turn, ref](Impl& r) {
+      self->Run([turn, ref](Impl&) {
         turn->ref = ref;
         turn->accepted = true;
-        r.WriteBehind([&] {
-          if (auto st = r.store->UpdateTurnCursor(turn->request_id, {ref.last_event_id, ref.journal_id, ref.turn_id,
-                                                                     ref.revision});
-              !st) {
-            r.Log(LogLevel::warning, st.error().ToString());
-          }
-        });
       });
     }
   };
@@ -558,6 +553,9 @@ void Router::Impl::OnResult(const std::shared_ptr<TurnRun>& turn, Result<TurnRes
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - turn->started);
     outcome.wake = turn->wake;
     options.on_turn_finished(outcome);
+  }
+  if (it != sessions.end() && result && !result->journal_id.empty()) {
+    it->second->journal = {result->last_event_id, result->journal_id, {}, 0};
   }
   if (it != sessions.end() && result && it->second->driver) {
     // Its runtime just served a turn: the next one within kReadyReuse (and well inside the backend's

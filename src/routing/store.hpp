@@ -67,6 +67,8 @@ struct ChatSession {
   bool operator==(const ChatSession&) const = default;
 };
 
+// placeholder: a message's own (its receipt while it waits, its turn's progress, then the first part of
+// its reply, edited in); reply: a part of a reply posted as a message of its own.
 enum class BotMessageKind { reply, placeholder, question, picker, receipt, note };
 std::string_view ToString(BotMessageKind kind) noexcept;  // "reply", "placeholder", ...
 
@@ -190,7 +192,7 @@ class RouterStore {
   Result<std::optional<std::string>> Current(const ChatRef& chat);
 
   // The bot-message index, bounded by limits().bot_messages (the oldest indexed evicted first).
-  // Indexing a message again (a placeholder that became the reply) updates its session and kind.
+  // Indexing a message again updates its session and kind.
   Status IndexBotMessage(const BotMessage& message);
   Result<std::optional<BotMessage>> FindBotMessage(const ChatRef& chat, std::string_view message_id);
 
@@ -240,15 +242,18 @@ class RouterStore {
   // In-flight turns. BeginTurn moves an inbox entry to the turns in one transaction (Errc::not_found
   // when there is no such entry, Errc::invalid_argument when its author deleted it or the request id
   // is in use) and returns the turn as stored. Its placeholder is `placeholder_id`, or else the
-  // entry's receipt.
+  // entry's receipt. Its cursor starts at `since` (the Session's journal position before the turn:
+  // its last event id and journal id; the turn id and revision stay unset), where a re-attach after a
+  // restart looks for the turn by its request id.
   Result<TurnRecord> BeginTurn(std::int64_t inbox_id, std::string_view request_id, StoreTime started,
-                               std::string_view placeholder_id = {});
+                               std::string_view placeholder_id = {}, const TurnCursor& since = {});
   // BeginTurn for a caller that holds the message already (the Router): an entry as it was accepted
   // moves in SQL and nothing is read back; an edited one goes through BeginTurn. The same refusals.
   Status MoveToTurns(std::int64_t inbox_id, std::string_view request_id, StoreTime started,
-                     std::string_view placeholder_id = {});
+                     std::string_view placeholder_id = {}, const TurnCursor& since = {});
   Status SetTurnPlaceholder(std::string_view request_id, std::string_view placeholder_id);
-  // Called for every event worth a cursor move: one UPDATE by key, a WAL append.
+  // The turn's place once the runtime accepted it: one UPDATE by key, a WAL append. (The Router does
+  // not call it: the position a turn starts from is enough to find it again.)
   Status UpdateTurnCursor(std::string_view request_id, const TurnCursor& cursor);
   Result<bool> FinishTurn(std::string_view request_id);  // true when it was there
   Result<std::vector<TurnRecord>> ListTurns();           // in the order they began

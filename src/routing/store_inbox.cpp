@@ -153,7 +153,7 @@ Result<std::vector<InboxEntry>> RouterStore::ListInbox(std::string_view session)
 }
 
 Result<TurnRecord> RouterStore::BeginTurn(std::int64_t inbox_id, std::string_view request_id, StoreTime started,
-                                          std::string_view placeholder_id) {
+                                          std::string_view placeholder_id, const TurnCursor& since) {
   if (request_id.empty()) return Fail(Errc::invalid_argument, "a turn needs a request id");
   auto tx = Transaction::Begin(*db_, "BeginTurn");
   if (!tx) return Fail(tx.error());
@@ -180,15 +180,18 @@ Result<TurnRecord> RouterStore::BeginTurn(std::int64_t inbox_id, std::string_vie
   // The receipt the message waited under becomes the turn's placeholder, unless the caller names one.
   turn.placeholder_id = placeholder_id.empty() ? entry->receipt_id : std::string(placeholder_id);
   turn.started = FromUnixMs(ToUnixMs(started));  // as it will read back
+  turn.cursor.last_event_id = since.last_event_id;
+  turn.cursor.journal_id = since.journal_id;
 
   auto insert = db_->Query("BeginTurn", R"sql(
     INSERT INTO turns (request_id, inbox_id, session, platform, workspace, chat, thread, author_id, message,
-                       placeholder_id, started_ms)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) ON CONFLICT (request_id) DO NOTHING)sql");
+                       placeholder_id, started_ms, last_event_id, journal_id)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) ON CONFLICT (request_id) DO NOTHING)sql");
   if (!insert) return Fail(insert.error());
   if (auto st = insert
                     ->Exec(turn.request_id, inbox_id, turn.session, turn.thread, turn.author_id,
-                           InboundMessageToJsonText(turn.message), turn.placeholder_id, turn.started);
+                           InboundMessageToJsonText(turn.message), turn.placeholder_id, turn.started,
+                           since.last_event_id, since.journal_id);
       !st)
     return Fail(st.error());
   // Nothing written, so the transaction (or the batch it joined) is as it was.
@@ -202,24 +205,25 @@ Result<TurnRecord> RouterStore::BeginTurn(std::int64_t inbox_id, std::string_vie
 }
 
 Status RouterStore::MoveToTurns(std::int64_t inbox_id, std::string_view request_id, StoreTime started,
-                                std::string_view placeholder_id) {
+                                std::string_view placeholder_id, const TurnCursor& since) {
   if (request_id.empty()) return Fail(Errc::invalid_argument, "a turn needs a request id");
   auto tx = Transaction::Begin(*db_, "MoveToTurns");
   if (!tx) return Fail(tx.error());
   // An entry as it was accepted (not edited, not deleted) moves as its row is: no JSON read or written.
   auto move = db_->Query("MoveToTurns", R"sql(
     INSERT INTO turns (request_id, inbox_id, session, platform, workspace, chat, thread, author_id, message,
-                       placeholder_id, started_ms)
+                       placeholder_id, started_ms, last_event_id, journal_id)
     SELECT ?1, id, session, platform, workspace, chat, thread, author_id, message,
-           CASE WHEN ?3 = '' THEN receipt_id ELSE ?3 END, ?4
+           CASE WHEN ?3 = '' THEN receipt_id ELSE ?3 END, ?4, ?5, ?6
     FROM inbox WHERE id = ?2 AND deleted = 0 AND edited_text IS NULL AND json_valid(message)
     ON CONFLICT (request_id) DO NOTHING)sql");
   if (!move) return Fail(move.error());
-  if (auto st = move->Exec(request_id, inbox_id, placeholder_id, started); !st) return Fail(st.error());
+  if (auto st = move->Exec(request_id, inbox_id, placeholder_id, started, since.last_event_id, since.journal_id); !st)
+    return Fail(st.error());
   if (db_->Changes() == 0) {
     // Edited, deleted, not there, damaged, or the request id in use: BeginTurn applies the edit or
     // says which.
-    auto turn = BeginTurn(inbox_id, request_id, started, placeholder_id);
+    auto turn = BeginTurn(inbox_id, request_id, started, placeholder_id, since);
     if (!turn) return Fail(turn.error());
     return tx->Commit();
   }

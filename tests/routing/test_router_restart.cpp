@@ -26,6 +26,7 @@ constexpr const char* kChildTest = "router: helper process (a bot that is killed
 constexpr const char* kChildRootEnv = "ST_ROUTER_HELPER_ROOT";
 constexpr const char* kChildScriptEnv = "ST_ROUTER_HELPER_SCRIPT";
 constexpr const char* kChildWaitEnv = "ST_ROUTER_HELPER_WAIT";  // the text whose message the child reports
+constexpr const char* kChildFirstEnv = "ST_ROUTER_HELPER_FIRST";  // optional: a message whose turn ends first
 
 RouterOptions Options(const TempRoot& root) {
   RouterOptions o;
@@ -77,10 +78,14 @@ struct Bot {
   std::unique_ptr<Router> router;
 };
 
-// The helper child, run until it reports the message that shows `awaited`, then killed: its id.
-std::string KilledBot(const TempRoot& root, const std::string& script, const std::string& awaited) {
-  backend_test::HelperChild child({{kChildRootEnv, root.path()}, {kChildScriptEnv, script}, {kChildWaitEnv, awaited}},
-                                  kChildTest);
+// The helper child, run until it reports the message that shows `awaited`, then killed: its id. With
+// `first`, the same thread's turn of a message with that text ends before the awaited one starts.
+std::string KilledBot(const TempRoot& root, const std::string& script, const std::string& awaited,
+                      const std::string& first = {}) {
+  std::vector<std::pair<std::string, std::string>> env = {
+      {kChildRootEnv, root.path()}, {kChildScriptEnv, script}, {kChildWaitEnv, awaited}};
+  if (!first.empty()) env.emplace_back(kChildFirstEnv, first);
+  backend_test::HelperChild child(env, kChildTest);
   std::string message = child.LineStartingWith("CHILD-READY ");
   child.KillNow();
   return message;
@@ -228,8 +233,9 @@ TEST_CASE("router: what it writes behind (a placeholder's ids, a delivered reply
   }
   CHECK(StoreInt(db, "SELECT count(*) FROM outbox") == 0);
   CHECK(StoreInt(db, "SELECT count(*) FROM turns") == 0);
-  CHECK(StoreInt(db, "SELECT count(*) FROM bot_messages WHERE kind = 'reply'") == 1);
-  CHECK(StoreInt(db, "SELECT count(*) FROM bot_messages") == 1);  // the placeholder became the reply
+  // The placeholder became the reply: indexed once, as the turn's message.
+  CHECK(StoreInt(db, "SELECT count(*) FROM bot_messages WHERE kind = 'placeholder'") == 1);
+  CHECK(StoreInt(db, "SELECT count(*) FROM bot_messages") == 1);
 }
 
 TEST_CASE("router: helper process (a bot that is killed mid-turn)", "[.][routing][router]") {
@@ -250,6 +256,10 @@ TEST_CASE("router: helper process (a bot that is killed mid-turn)", "[.][routing
   auto router = Router::Create(context, **backend, adapter, o);
   REQUIRE(router);
   (*router)->Start();
+  if (const char* first = std::getenv(kChildFirstEnv)) {
+    (*router)->HandleMessage(Msg("0", first));
+    REQUIRE(backend_test::Eventually([&] { return (*router)->Stats().replies_delivered >= 1; }, 60s));
+  }
   (*router)->HandleMessage(Msg("1", "the long job"));
   // A delta comes after turn.started: the runtime accepted the turn, and the router recorded it. A
   // question is recorded once its post's handler ran, just after the adapter saw it.
@@ -274,6 +284,31 @@ TEST_CASE("router: a bot killed with SIGKILL mid-turn delivers the reply after i
   CHECK(bot.adapter.Text(placeholder).find("finished") != std::string::npos);
   CHECK(bot.adapter.CountMessagesWith("finished") == 1);
   CHECK(Posts(bot.adapter.Ops(), "finished") == 0);
+  CHECK(bot.router->Stats().replies_delivered == 1);
+}
+
+// The turn's record names where the Session's journal stood when it began (the end of the turn before
+// it), not the turn itself (no write when the runtime accepts it): the restart finds it from there by
+// its request id.
+TEST_CASE("router: a bot killed mid-turn re-attaches from where the journal stood before the turn, exactly once",
+          "[routing][router]") {
+  TempRoot root;
+  const std::string script = root.File("two.json", R"json({"turns":[[{"type":"message","text":"quick {prompt}"}],
+    [{"type":"delta","text":"working on {prompt}"},{"type":"sleep","ms":2500},
+     {"type":"message","text":"finished {prompt} (#{n})"}]]})json");
+  const std::string placeholder = KilledBot(root, script, "working on", "warm up");
+  REQUIRE_FALSE(placeholder.empty());
+  const std::string db = root.path() + "/router.db";
+  REQUIRE(StoreInt(db, "SELECT count(*) FROM turns") == 1);
+  CHECK(StoreInt(db, "SELECT last_event_id FROM turns") > 0);  // the first turn's end
+  CHECK(StoreInt(db, "SELECT count(*) FROM turns WHERE journal_id <> '' AND turn_id = ''") == 1);
+  Bot bot(root, "script:" + script, false, "p", Options(root));
+  REQUIRE(bot.WaitDelivered(1));
+  std::this_thread::sleep_for(500ms);
+  CHECK(bot.adapter.Text(placeholder).find("finished") != std::string::npos);
+  CHECK(bot.adapter.CountMessagesWith("finished") == 1);
+  CHECK(Posts(bot.adapter.Ops(), "finished") == 0);
+  CHECK(bot.adapter.CountMessagesWith("quick warm up") == 0);  // the earlier turn is not delivered again
   CHECK(bot.router->Stats().replies_delivered == 1);
 }
 

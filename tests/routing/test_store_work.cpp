@@ -331,8 +331,8 @@ TEST_CASE("store: MoveToTurns moves an entry as BeginTurn does, and refuses the 
   REQUIRE(s.MarkInboxDeleted(deleted));
   REQUIRE(s.SetInboxReceipt(plain, "r-1"));
 
-  REQUIRE(s.MoveToTurns(plain, "req-1", At(100)));
-  REQUIRE(s.MoveToTurns(edited, "req-2", At(101), "ph-2"));
+  REQUIRE(s.MoveToTurns(plain, "req-1", At(100), {}, TurnCursor{17, "journal-1", "ignored", 9}));
+  REQUIRE(s.MoveToTurns(edited, "req-2", At(101), "ph-2", TurnCursor{18, "journal-1", {}, 0}));
   auto turns = s.ListTurns();
   REQUIRE(turns->size() == 2);
   // Moved as stored: every field of the message, its author, the receipt as the placeholder.
@@ -343,7 +343,10 @@ TEST_CASE("store: MoveToTurns moves an entry as BeginTurn does, and refuses the 
   CheckSameMessage(turns->at(0).message, full);
   CHECK(turns->at(0).placeholder_id == "r-1");
   CHECK(turns->at(0).started == At(100));
-  // Edited: the edit applied, as BeginTurn does.
+  // The cursor starts where the journal stood: no turn id or revision yet.
+  CHECK(turns->at(0).cursor == TurnCursor{17, "journal-1", {}, 0});
+  // Edited: the edit applied, as BeginTurn does, with the same cursor.
+  CHECK(turns->at(1).cursor == TurnCursor{18, "journal-1", {}, 0});
   CHECK(turns->at(1).message.text == "after");
   CHECK(turns->at(1).thread == Thread("t2"));
   CHECK(turns->at(1).placeholder_id == "ph-2");
