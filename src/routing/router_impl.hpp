@@ -368,8 +368,8 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   std::shared_ptr<routing::LiveMessage> PostLive(const ThreadRef& where, std::string markdown,
                                                  const std::string& session, const std::string& reply_to);
   void SetLive(const std::shared_ptr<routing::LiveMessage>& live, std::string markdown);
-  // The live message shows make()'s text from its next edit on, made only then.
-  void MarkStale(const std::shared_ptr<routing::LiveMessage>& live, std::function<std::string()> make);
+  // The live message shows its progress maker's text from its next edit on, made only then.
+  void MarkStale(const std::shared_ptr<routing::LiveMessage>& live);
   void PaceLive(const std::shared_ptr<routing::LiveMessage>& live);
   void SendLive(const std::shared_ptr<routing::LiveMessage>& live);
   void WhenIdle(const std::shared_ptr<routing::LiveMessage>& live, std::function<void()> fn);

@@ -211,14 +211,14 @@ Result<Disposition> Router::Impl::Intake(InboundMessage m, std::optional<routing
          s.name, m.message_id);
     return Disposition::refused;
   }
-  auto id = store->AcceptMessage(m.Where(), s.name, m, Present(keys), std::chrono::system_clock::now());
+  routing::Waiting w;
+  w.where = m.Where();
+  auto id = store->AcceptMessage(w.where, s.name, m, Present(keys), std::chrono::system_clock::now());
   if (!id) return Fail(id.error());
   if (!*id) return Disposition::duplicate;
   ++s.accepting;  // counts against the queue bound until the batch is queued
-  routing::Waiting w;
   w.inbox_id = **id;
   w.session = s.name;
-  w.where = m.Where();
   w.route = route;
   w.message = std::move(m);
   *accepted = std::move(w);

@@ -75,9 +75,8 @@ void Router::Impl::SetLive(const std::shared_ptr<LiveMessage>& live, std::string
   PaceLive(live);
 }
 
-void Router::Impl::MarkStale(const std::shared_ptr<LiveMessage>& live, std::function<std::string()> make) {
-  if (!live || live->retired) return;
-  live->progress = std::move(make);
+void Router::Impl::MarkStale(const std::shared_ptr<LiveMessage>& live) {
+  if (!live || live->retired || !live->progress) return;
   live->stale = true;
   PaceLive(live);
 }

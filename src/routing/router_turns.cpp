@@ -144,6 +144,7 @@ void Router::Impl::StartQueued(std::shared_ptr<const std::vector<std::string>> n
     Status record = Fail(Errc::internal, "the turn was not recorded");
   };
   std::vector<Start> starts;
+  starts.reserve(kSlice);  // no copies of the waiting messages as it grows
   std::size_t next = from;
   for (; next < names->size() && starts.size() < kSlice; ++next) {
     auto it = sessions.find((*names)[next]);
@@ -373,8 +374,8 @@ TurnOptions Router::Impl::OptionsFor(const std::shared_ptr<TurnRun>& turn) {
   // when the turn began) is enough for a re-attach to find it by its request id.
   o.on_accepted = [weak, turn](const TurnRef& ref) {
     if (auto self = weak.lock()) {
-      self->Run([turn, ref](Impl&) {
-        turn->ref = ref;
+      self->Run([turn, ref](Impl&) mutable {
+        turn->ref = std::move(ref);
         turn->accepted = true;
       });
     }
@@ -510,10 +511,14 @@ std::string Router::Impl::ProgressText(const TurnRun& turn) const {
 void Router::Impl::ShowProgress(const std::shared_ptr<TurnRun>& turn) {
   if (turn->done) return;
   // Made when the edit goes out (the live message is the turn's: it goes with it, or is retired first).
-  MarkStale(turn->live, [this, weak = std::weak_ptr<TurnRun>(turn)] {
-    const auto t = weak.lock();
-    return t && !t->done ? ProgressText(*t) : std::string();
-  });
+  // The maker is set once per live message, not at every event.
+  if (turn->live && !turn->live->progress) {
+    turn->live->progress = [this, weak = std::weak_ptr<TurnRun>(turn)] {
+      const auto t = weak.lock();
+      return t && !t->done ? ProgressText(*t) : std::string();
+    };
+  }
+  MarkStale(turn->live);
 }
 
 void Router::Impl::Typing(const TurnRun& turn) {
@@ -627,7 +632,9 @@ void Router::Impl::EndTurn(const std::shared_ptr<TurnRun>& turn, std::string rep
                     [turn, e, stored](Impl& r2, Status committed) { r2.SendStored(turn, std::move(*e), *stored, committed); });
   };
   if (turn->live) {
-    WhenIdle(turn->live, [self = shared_from_this(), finish, entry]() mutable { finish(*self, std::move(entry)); });
+    WhenIdle(turn->live, [self = shared_from_this(), finish = std::move(finish), entry = std::move(entry)]() mutable {
+      finish(*self, std::move(entry));
+    });
   } else {
     finish(*this, std::move(entry));
   }
