@@ -11,7 +11,8 @@
 //     the CPU per turn of both is measured side by side in one run;
 //   - a few messages one at a time: the latencies without queueing.
 // CPU, two measures: the Context worker's own (everything client-side: router, store, driver,
-// backend, adapter; the in-process runtimes run on threads of their own) and the whole process's.
+// backend, adapter; the in-process runtimes, and their host's periodic look, run on threads of their
+// own) and the whole process's.
 // Memory: RSS (after malloc_trim) and the heap in use per idle binding and per active thread, next
 // to the bare run's per Session and per turn; the store's file size.
 // Exits 1 when a message did not get exactly one final reply (a correctness check, not a timing one).
@@ -69,9 +70,10 @@ constexpr auto kReadyTimeout = std::chrono::minutes(5);
 constexpr double kPlaceholderTargetMs = 20;
 constexpr double kCpuTarget = 2.0;
 
-// The LocalBackend's in-process host writes each active Session's runtime record on its next tick
-// (every 200 ms, on the Context): a round's CPU is read after that tick, so that no round leaves its
-// bookkeeping to the next one.
+// A round's CPU is read this long after its last reply, so that no round leaves work of its own (a
+// pass's commit, a due progress edit, a WAL checkpoint) to the next one. The LocalBackend's in-process
+// host looks at its runtimes (idle policy, runtime records) every 200 ms on a thread of its own, as each
+// runtime program does on its main thread: not on the worker, in either run.
 constexpr auto kSettle = std::chrono::milliseconds(450);
 
 std::string g_root;     // the temp dir: removed on every way out

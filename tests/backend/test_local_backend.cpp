@@ -421,3 +421,33 @@ TEST_CASE("local backend: in-process mode reports a turn's activity at once and 
   CHECK(stopped->exit == "stopped");
   CHECK(stopped->last_activity > before_two - 1ms);
 }
+
+// The host's look (idle policy, runtime records) runs on a thread of its own, as each runtime program's
+// does: a Context worker held by other work neither delays it nor pays for its file writes.
+TEST_CASE("local backend: in-process mode's idle policy runs while the Context's worker is held",
+          "[backend][local]") {
+  StateRoot root;
+  Context ctx(ContextOptions{1, {}, LogLevel::warning});
+  auto o = Options(root);
+  o.in_process = true;
+  o.runtime_program.clear();
+  o.suspend_after = 1s;
+  const std::string record = root.Session("held") + "/runtime.json";
+  auto backend = MakeBackend(ctx, o);
+  REQUIRE(backend->Ensure("held", {}).has_value());
+  CHECK(Turn(ctx, Ready(*backend, "held").connector, "one").text == "echo #1: one");
+  // The one worker waits here until the runtime's record says the idle policy stopped it (or 10 s).
+  std::promise<bool> stopped_while_held;
+  auto held = stopped_while_held.get_future();
+  ctx.Post([&] {
+    stopped_while_held.set_value(Eventually(
+        [&] {
+          auto r = local::ReadRuntimeRecord(record);
+          return r && r->exit == local::kExitIdle;
+        },
+        10s));
+  });
+  CHECK(held.get());
+  CHECK_FALSE(std::filesystem::exists(root.Session("held") + "/runtime.sock"));
+  REQUIRE(Eventually([&] { return IdleSuspended(*backend, "held"); }));
+}
