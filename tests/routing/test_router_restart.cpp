@@ -78,6 +78,17 @@ struct Bot {
   std::unique_ptr<Router> router;
 };
 
+// The restarted bot delivers the killed one's turn ("finished ...") once, into the placeholder the
+// killed bot posted, and nowhere else.
+void CheckDeliveredOnceInto(Bot& bot, const std::string& placeholder) {
+  REQUIRE(bot.WaitDelivered(1));
+  std::this_thread::sleep_for(500ms);
+  CHECK(bot.adapter.Text(placeholder).find("finished") != std::string::npos);
+  CHECK(bot.adapter.CountMessagesWith("finished") == 1);
+  CHECK(Posts(bot.adapter.Ops(), "finished") == 0);
+  CHECK(bot.router->Stats().replies_delivered == 1);
+}
+
 // The helper child, run until it reports the message that shows `awaited`, then killed: its id. With
 // `first`, the same thread's turn of a message with that text ends before the awaited one starts.
 std::string KilledBot(const TempRoot& root, const std::string& script, const std::string& awaited,
@@ -280,13 +291,7 @@ TEST_CASE("router: a bot killed with SIGKILL mid-turn delivers the reply after i
   REQUIRE_FALSE(placeholder.empty());
   // The runtime process outlived the bot; its turn goes on. The bot comes back.
   Bot bot(root, "script:" + script, false, "p", Options(root));
-  REQUIRE(bot.WaitDelivered(1));
-  std::this_thread::sleep_for(500ms);
-  // Into the placeholder the killed bot posted, and nowhere else.
-  CHECK(bot.adapter.Text(placeholder).find("finished") != std::string::npos);
-  CHECK(bot.adapter.CountMessagesWith("finished") == 1);
-  CHECK(Posts(bot.adapter.Ops(), "finished") == 0);
-  CHECK(bot.router->Stats().replies_delivered == 1);
+  CheckDeliveredOnceInto(bot, placeholder);
 }
 
 // The turn's record names where the Session's journal stood when it began (the end of the turn before
@@ -305,13 +310,8 @@ TEST_CASE("router: a bot killed mid-turn re-attaches from where the journal stoo
   CHECK(StoreInt(db, "SELECT last_event_id FROM turns") > 0);  // the first turn's end
   CHECK(StoreInt(db, "SELECT count(*) FROM turns WHERE journal_id <> '' AND turn_id = ''") == 1);
   Bot bot(root, "script:" + script, false, "p", Options(root));
-  REQUIRE(bot.WaitDelivered(1));
-  std::this_thread::sleep_for(500ms);
-  CHECK(bot.adapter.Text(placeholder).find("finished") != std::string::npos);
-  CHECK(bot.adapter.CountMessagesWith("finished") == 1);
-  CHECK(Posts(bot.adapter.Ops(), "finished") == 0);
+  CheckDeliveredOnceInto(bot, placeholder);
   CHECK(bot.adapter.CountMessagesWith("quick warm up") == 0);  // the earlier turn is not delivered again
-  CHECK(bot.router->Stats().replies_delivered == 1);
 }
 
 TEST_CASE("router: a question open when the bot was killed is answered in the chat after the restart",
