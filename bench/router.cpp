@@ -134,15 +134,12 @@ void OnWorker(Context& ctx, Fn&& fn) {
 }
 
 Cpu ReadCpu(Context& ctx) {
-  std::promise<double> worker;
-  auto f = worker.get_future();
-  ctx.Post([&worker] {
+  Cpu c;
+  OnWorker(ctx, [&c] {
     timespec t{};
     ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    worker.set_value(Seconds(t));
+    c.worker = Seconds(t);
   });
-  Cpu c;
-  c.worker = f.get();
   rusage ru{};
   ::getrusage(RUSAGE_SELF, &ru);
   c.process = Seconds(ru.ru_utime) + Seconds(ru.ru_stime);

@@ -234,7 +234,7 @@ class InProcessHost final : public RuntimeHost {
   std::mutex look_mu_;
   std::condition_variable look_cv_;
   bool stopping_ = false;  // StopAll: the looker ends
-  std::thread looker_;     // last: started once everything it reads is made
+  std::thread looker_;     // started by the constructor, joined by StopAll (the destructor's too)
 };
 
 }  // namespace

@@ -134,7 +134,8 @@ struct SessionRun {
   std::deque<Waiting> queue;
   std::shared_ptr<TurnRun> running;
   // Its journal as of the end of its last turn here (last event id, journal id): a new turn's stored
-  // cursor, from which a re-attach after a restart finds it by its request id.
+  // cursor, from which a re-attach after a restart finds it by its request id. Unset until a turn
+  // here ends in this process: a turn then starts from the journal's beginning (a longer replay).
   TurnCursor journal;
   bool in_admission = false;            // waiting for a slot under max_in_flight
   bool starting = false;                // between admission and the turn's start

@@ -43,7 +43,6 @@ void Router::Impl::Resume() {
   for (auto& rec : turns ? *turns : std::vector<routing::TurnRecord>{}) {
     const std::size_t route = RouteIndexOf(matcher, rec.message);
     routing::SessionRun& s = SessionFor(rec.session, route);
-    if (rec.cursor.last_event_id > s.journal.last_event_id) s.journal = {rec.cursor.last_event_id, rec.cursor.journal_id, {}, 0};
     auto turn = std::make_shared<TurnRun>();
     turn->session = rec.session;
     turn->request_id = rec.request_id;
