@@ -113,7 +113,7 @@ struct TurnCursor {
 
 // A turn submitted (or being submitted) to its Session.
 struct TurnRecord {
-  std::int64_t inbox_id = 0;  // the inbox entry it came from (gone from the inbox now)
+  std::int64_t inbox_id = 0;  // the inbox entry it came from (its row, out of the inbox now)
   std::string request_id;     // the message request's id: the turn's key until it has a turn id
   std::string session;
   ThreadRef thread;
@@ -239,16 +239,16 @@ class RouterStore {
   Result<std::vector<InboxEntry>> ListInbox();                     // in id order
   Result<std::vector<InboxEntry>> ListInbox(std::string_view session);
 
-  // In-flight turns. BeginTurn moves an inbox entry to the turns in one transaction (Errc::not_found
-  // when there is no such entry, Errc::invalid_argument when its author deleted it or the request id
-  // is in use) and returns the turn as stored. Its placeholder is `placeholder_id`, or else the
+  // In-flight turns. BeginTurn moves an inbox entry to the turns (Errc::not_found when there is no
+  // such entry, Errc::invalid_argument when its author deleted it or the request id is in use) and
+  // returns the turn as stored: the entry's row takes the turn's columns, one UPDATE (v7). Its placeholder is `placeholder_id`, or else the
   // entry's receipt. Its cursor starts at `since` (the Session's journal position before the turn:
   // its last event id and journal id; the turn id and revision stay unset), where a re-attach after a
   // restart looks for the turn by its request id.
   Result<TurnRecord> BeginTurn(std::int64_t inbox_id, std::string_view request_id, StoreTime started,
                                std::string_view placeholder_id = {}, const TurnCursor& since = {});
-  // BeginTurn for a caller that holds the message already (the Router): an entry as it was accepted
-  // moves in SQL and nothing is read back; an edited one goes through BeginTurn. The same refusals.
+  // BeginTurn for a caller that holds the message already (the Router): the row's message is neither
+  // read nor written (a refusal reads it, to say which). The same refusals.
   Status MoveToTurns(std::int64_t inbox_id, std::string_view request_id, StoreTime started,
                      std::string_view placeholder_id = {}, const TurnCursor& since = {});
   Status SetTurnPlaceholder(std::string_view request_id, std::string_view placeholder_id);
@@ -256,7 +256,7 @@ class RouterStore {
   // not call it: the position a turn starts from is enough to find it again.)
   Status UpdateTurnCursor(std::string_view request_id, const TurnCursor& cursor);
   Result<bool> FinishTurn(std::string_view request_id);  // true when it was there
-  Result<std::vector<TurnRecord>> ListTurns();           // in the order they began
+  Result<std::vector<TurnRecord>> ListTurns();           // in the order they began (by start time, then id)
 
   // The outbox. CompleteTurn finishes the turn named by reply.request_id and queues its reply in one
   // transaction (Errc::not_found when that turn is not in flight: a reply is queued once), returning
@@ -279,6 +279,9 @@ class RouterStore {
  private:
   RouterStore(std::string path, StoreLimits limits, std::unique_ptr<Db> db, int lock_fd);
   // `op`: the public call, for errors.
+  // The UPDATE that starts a turn on a waiting, undeleted row; no row changed: refused.
+  Status StartTurn(std::string_view op, std::int64_t inbox_id, std::string_view request_id, StoreTime started,
+                   std::string_view placeholder_id, const TurnCursor& since);
   Result<std::int64_t> InsertInbox(std::string_view op, const ThreadRef& thread, std::string_view session,
                                    const InboundMessage& message, StoreTime accepted);
   Result<std::int64_t> InsertOutbox(std::string_view op, const OutboxEntry& entry);

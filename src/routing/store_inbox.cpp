@@ -1,5 +1,6 @@
 // The store's work in progress, first half (store.hpp): the inbox of accepted messages, accepting a
-// delivery with its dedupe keys in one transaction, and moving an entry to the in-flight turns.
+// delivery with its dedupe keys in one transaction, and the in-flight turns. Both are rows of one
+// table, `work` (v7): a message waits while its request_id is NULL, and its turn's start sets it.
 #include <algorithm>
 #include <array>
 
@@ -60,7 +61,7 @@ Status RequireChange(Db& db, const std::string& what) {
 Result<std::int64_t> RouterStore::InsertInbox(std::string_view op, const ThreadRef& thread, std::string_view session,
                                               const InboundMessage& message, StoreTime accepted) {
   auto q = db_->Query(op, R"sql(
-    INSERT INTO inbox (platform, workspace, chat, thread, session, author_id, message, accepted_ms)
+    INSERT INTO work (platform, workspace, chat, thread, session, author_id, message, accepted_ms)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8))sql");
   if (!q) return Fail(q.error());
   if (auto st = q->Exec(thread, session, message.author_id, InboundMessageToJsonText(message), accepted); !st)
@@ -108,28 +109,28 @@ Result<std::optional<std::int64_t>> RouterStore::AcceptMessage(const ThreadRef& 
 }
 
 Status RouterStore::UpdateInboxText(std::int64_t id, std::string_view text) {
-  auto q = db_->Query("UpdateInboxText", "UPDATE inbox SET edited_text = ?2 WHERE id = ?1");
+  auto q = db_->Query("UpdateInboxText", "UPDATE work SET edited_text = ?2 WHERE id = ?1 AND request_id IS NULL");
   if (!q) return Fail(q.error());
   if (auto st = q->Exec(id, text); !st) return st;
   return RequireChange(*db_, "no inbox entry " + std::to_string(id) + " to edit");
 }
 
 Status RouterStore::MarkInboxDeleted(std::int64_t id) {
-  auto q = db_->Query("MarkInboxDeleted", "UPDATE inbox SET deleted = 1 WHERE id = ?1");
+  auto q = db_->Query("MarkInboxDeleted", "UPDATE work SET deleted = 1 WHERE id = ?1 AND request_id IS NULL");
   if (!q) return Fail(q.error());
   if (auto st = q->Exec(id); !st) return st;
   return RequireChange(*db_, "no inbox entry " + std::to_string(id) + " to mark deleted");
 }
 
 Status RouterStore::SetInboxReceipt(std::int64_t id, std::string_view receipt_id) {
-  auto q = db_->Query("SetInboxReceipt", "UPDATE inbox SET receipt_id = ?2 WHERE id = ?1");
+  auto q = db_->Query("SetInboxReceipt", "UPDATE work SET receipt_id = ?2 WHERE id = ?1 AND request_id IS NULL");
   if (!q) return Fail(q.error());
   if (auto st = q->Exec(id, receipt_id); !st) return st;
   return RequireChange(*db_, "no inbox entry " + std::to_string(id) + " to set the receipt of");
 }
 
 Result<bool> RouterStore::RemoveInbox(std::int64_t id) {
-  auto q = db_->Query("RemoveInbox", "DELETE FROM inbox WHERE id = ?1");
+  auto q = db_->Query("RemoveInbox", "DELETE FROM work WHERE id = ?1 AND request_id IS NULL");
   if (!q) return Fail(q.error());
   if (auto st = q->Exec(id); !st) return Fail(st.error());
   return db_->Changes() > 0;
@@ -138,7 +139,7 @@ Result<bool> RouterStore::RemoveInbox(std::int64_t id) {
 Result<std::vector<InboxEntry>> RouterStore::ListInbox() {
   auto q = db_->Query("ListInbox", R"sql(
     SELECT id, platform, workspace, chat, thread, session, message, accepted_ms, edited_text, deleted, receipt_id
-    FROM inbox ORDER BY id)sql");
+    FROM work WHERE request_id IS NULL ORDER BY id)sql");
   if (!q) return Fail(q.error());
   return ReadAllInbox(*q, path_);
 }
@@ -146,10 +147,23 @@ Result<std::vector<InboxEntry>> RouterStore::ListInbox() {
 Result<std::vector<InboxEntry>> RouterStore::ListInbox(std::string_view session) {
   auto q = db_->Query("ListInbox", R"sql(
     SELECT id, platform, workspace, chat, thread, session, message, accepted_ms, edited_text, deleted, receipt_id
-    FROM inbox WHERE session = ?1 ORDER BY id)sql");
+    FROM work WHERE request_id IS NULL AND session = ?1 ORDER BY id)sql");
   if (!q) return Fail(q.error());
   q->Bind(session);
   return ReadAllInbox(*q, path_);
+}
+
+Status RouterStore::StartTurn(std::string_view op, std::int64_t inbox_id, std::string_view request_id,
+                             StoreTime started, std::string_view placeholder_id, const TurnCursor& since) {
+  // OR IGNORE: a request id in use by another turn (the partial unique index) leaves the row as it
+  // was, and no row changed.
+  auto q = db_->Query(op, R"sql(
+    UPDATE OR IGNORE work
+    SET request_id = ?2, placeholder_id = CASE WHEN ?3 = '' THEN receipt_id ELSE ?3 END, started_ms = ?4,
+        last_event_id = ?5, journal_id = ?6
+    WHERE id = ?1 AND request_id IS NULL AND deleted = 0)sql");
+  if (!q) return Fail(q.error());
+  return q->Exec(inbox_id, request_id, placeholder_id, started, since.last_event_id, since.journal_id);
 }
 
 Result<TurnRecord> RouterStore::BeginTurn(std::int64_t inbox_id, std::string_view request_id, StoreTime started,
@@ -159,7 +173,7 @@ Result<TurnRecord> RouterStore::BeginTurn(std::int64_t inbox_id, std::string_vie
   if (!tx) return Fail(tx.error());
   auto find = db_->Query("BeginTurn", R"sql(
     SELECT id, platform, workspace, chat, thread, session, message, accepted_ms, edited_text, deleted, receipt_id
-    FROM inbox WHERE id = ?1)sql");
+    FROM work WHERE id = ?1 AND request_id IS NULL)sql");
   if (!find) return Fail(find.error());
   auto row = find->Bind(inbox_id).Step();
   if (!row) return Fail(row.error());
@@ -183,23 +197,11 @@ Result<TurnRecord> RouterStore::BeginTurn(std::int64_t inbox_id, std::string_vie
   turn.cursor.last_event_id = since.last_event_id;
   turn.cursor.journal_id = since.journal_id;
 
-  auto insert = db_->Query("BeginTurn", R"sql(
-    INSERT INTO turns (request_id, inbox_id, session, platform, workspace, chat, thread, author_id, message,
-                       placeholder_id, started_ms, last_event_id, journal_id)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) ON CONFLICT (request_id) DO NOTHING)sql");
-  if (!insert) return Fail(insert.error());
-  if (auto st = insert
-                    ->Exec(turn.request_id, inbox_id, turn.session, turn.thread, turn.author_id,
-                           InboundMessageToJsonText(turn.message), turn.placeholder_id, turn.started,
-                           since.last_event_id, since.journal_id);
-      !st)
+  if (auto st = StartTurn("BeginTurn", inbox_id, request_id, started, placeholder_id, since); !st)
     return Fail(st.error());
   // Nothing written, so the transaction (or the batch it joined) is as it was.
   if (db_->Changes() == 0)
     return Fail(Errc::invalid_argument, "request id " + std::string(request_id) + " is in use by a turn");
-  auto remove = db_->Query("BeginTurn", "DELETE FROM inbox WHERE id = ?1");
-  if (!remove) return Fail(remove.error());
-  if (auto st = remove->Exec(inbox_id); !st) return Fail(st.error());
   if (auto st = tx->Commit(); !st) return Fail(st.error());
   return turn;
 }
@@ -209,32 +211,18 @@ Status RouterStore::MoveToTurns(std::int64_t inbox_id, std::string_view request_
   if (request_id.empty()) return Fail(Errc::invalid_argument, "a turn needs a request id");
   auto tx = Transaction::Begin(*db_, "MoveToTurns");
   if (!tx) return Fail(tx.error());
-  // An entry as it was accepted (not edited, not deleted) moves as its row is: no JSON read or written.
-  auto move = db_->Query("MoveToTurns", R"sql(
-    INSERT INTO turns (request_id, inbox_id, session, platform, workspace, chat, thread, author_id, message,
-                       placeholder_id, started_ms, last_event_id, journal_id)
-    SELECT ?1, id, session, platform, workspace, chat, thread, author_id, message,
-           CASE WHEN ?3 = '' THEN receipt_id ELSE ?3 END, ?4, ?5, ?6
-    FROM inbox WHERE id = ?2 AND deleted = 0 AND edited_text IS NULL AND json_valid(message)
-    ON CONFLICT (request_id) DO NOTHING)sql");
-  if (!move) return Fail(move.error());
-  if (auto st = move->Exec(request_id, inbox_id, placeholder_id, started, since.last_event_id, since.journal_id); !st)
-    return Fail(st.error());
+  // The row stays where it is, its message unread: the turn's columns are set in place.
+  if (auto st = StartTurn("MoveToTurns", inbox_id, request_id, started, placeholder_id, since); !st) return st;
   if (db_->Changes() == 0) {
-    // Edited, deleted, not there, damaged, or the request id in use: BeginTurn applies the edit or
-    // says which.
+    // Deleted, not there (or started already), or the request id in use: BeginTurn says which.
     auto turn = BeginTurn(inbox_id, request_id, started, placeholder_id, since);
     if (!turn) return Fail(turn.error());
-    return tx->Commit();
   }
-  auto remove = db_->Query("MoveToTurns", "DELETE FROM inbox WHERE id = ?1");
-  if (!remove) return Fail(remove.error());
-  if (auto st = remove->Exec(inbox_id); !st) return Fail(st.error());
   return tx->Commit();
 }
 
 Status RouterStore::SetTurnPlaceholder(std::string_view request_id, std::string_view placeholder_id) {
-  auto q = db_->Query("SetTurnPlaceholder", "UPDATE turns SET placeholder_id = ?2 WHERE request_id = ?1");
+  auto q = db_->Query("SetTurnPlaceholder", "UPDATE work SET placeholder_id = ?2 WHERE request_id = ?1");
   if (!q) return Fail(q.error());
   if (auto st = q->Exec(request_id, placeholder_id); !st) return st;
   return RequireChange(*db_, "no turn in flight with request id " + std::string(request_id));
@@ -242,7 +230,7 @@ Status RouterStore::SetTurnPlaceholder(std::string_view request_id, std::string_
 
 Status RouterStore::UpdateTurnCursor(std::string_view request_id, const TurnCursor& c) {
   auto q = db_->Query("UpdateTurnCursor", R"sql(
-    UPDATE turns SET last_event_id = ?2, journal_id = ?3, turn_id = ?4, revision = ?5
+    UPDATE work SET last_event_id = ?2, journal_id = ?3, turn_id = ?4, revision = ?5
     WHERE request_id = ?1)sql");
   if (!q) return Fail(q.error());
   if (auto st = q->Exec(request_id, c.last_event_id, c.journal_id, c.turn_id, c.revision); !st) return st;
@@ -250,7 +238,7 @@ Status RouterStore::UpdateTurnCursor(std::string_view request_id, const TurnCurs
 }
 
 Result<bool> RouterStore::FinishTurn(std::string_view request_id) {
-  auto q = db_->Query("FinishTurn", "DELETE FROM turns WHERE request_id = ?1");
+  auto q = db_->Query("FinishTurn", "DELETE FROM work WHERE request_id = ?1");
   if (!q) return Fail(q.error());
   if (auto st = q->Exec(request_id); !st) return Fail(st.error());
   return db_->Changes() > 0;
@@ -258,9 +246,9 @@ Result<bool> RouterStore::FinishTurn(std::string_view request_id) {
 
 Result<std::vector<TurnRecord>> RouterStore::ListTurns() {
   auto q = db_->Query("ListTurns", R"sql(
-    SELECT request_id, inbox_id, session, platform, workspace, chat, thread, author_id, message, placeholder_id,
-           last_event_id, journal_id, turn_id, revision, started_ms
-    FROM turns ORDER BY rowid)sql");
+    SELECT request_id, id, session, platform, workspace, chat, thread, author_id, message, placeholder_id,
+           last_event_id, journal_id, turn_id, revision, started_ms, edited_text
+    FROM work WHERE request_id IS NOT NULL ORDER BY started_ms, id)sql");
   if (!q) return Fail(q.error());
   std::vector<TurnRecord> out;
   for (;;) {
@@ -276,6 +264,7 @@ Result<std::vector<TurnRecord>> RouterStore::ListTurns() {
     auto m = DecodeMessage(path_, "turn " + t.request_id, q->Text(8));
     if (!m) return Fail(m.error());
     t.message = std::move(*m);
+    if (!q->Null(15)) t.message.text = q->Text(15);  // edited while it waited
     t.placeholder_id = q->Text(9);
     t.cursor = TurnCursor{q->Int(10), q->Text(11), q->Text(12), q->Int(13)};
     t.started = q->Time(14);

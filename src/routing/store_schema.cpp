@@ -176,6 +176,53 @@ UPDATE inbox SET author_id = COALESCE(json_extract(message, '$.author_id'), '') 
 // `delete` command) read it; that DELETE scans the bounded table instead.
 constexpr std::string_view kSchemaV6 = "DROP INDEX bot_messages_by_session;";
 
+// v7. One row for a message from its acceptance to its turn's end: the inbox and the turns become one
+// table, `work`. A turn's start was an INSERT ... SELECT of the whole row (its message JSON included,
+// checked with json_valid) into `turns` and a DELETE from `inbox`, the largest store cost of a turn;
+// it is now one UPDATE of the row in place, which sets its request id (NULL while it waits; unique
+// among the turns, through a partial index that waiting rows stay out of) and its cursor. An edit
+// stays in edited_text and is applied where a turn is read. A turn carried over keeps its inbox id as
+// the row's id (ids are never reused, so it names no other row); having no acceptance time of its own,
+// it takes its start's. The id sequence goes on from the inbox's.
+constexpr std::string_view kSchemaV7 = R"sql(
+CREATE TABLE work (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  platform TEXT NOT NULL, workspace TEXT NOT NULL, chat TEXT NOT NULL, thread TEXT NOT NULL,
+  session TEXT NOT NULL,
+  author_id TEXT NOT NULL DEFAULT '',
+  message TEXT NOT NULL,  -- the InboundMessage as accepted, JSON
+  accepted_ms INTEGER NOT NULL,
+  edited_text TEXT,       -- NULL: not edited
+  deleted INTEGER NOT NULL DEFAULT 0,
+  receipt_id TEXT NOT NULL DEFAULT '',
+  request_id TEXT,        -- NULL: waiting; set: its turn is in flight
+  placeholder_id TEXT NOT NULL DEFAULT '',
+  last_event_id INTEGER NOT NULL DEFAULT 0,
+  journal_id TEXT NOT NULL DEFAULT '',
+  turn_id TEXT NOT NULL DEFAULT '',
+  revision INTEGER NOT NULL DEFAULT 0,
+  started_ms INTEGER      -- NULL while waiting
+);
+CREATE UNIQUE INDEX work_by_request ON work (request_id) WHERE request_id IS NOT NULL;
+INSERT INTO work (id, platform, workspace, chat, thread, session, author_id, message, accepted_ms, edited_text,
+                  deleted, receipt_id)
+  SELECT id, platform, workspace, chat, thread, session, author_id, message, accepted_ms, edited_text, deleted,
+         receipt_id
+  FROM inbox ORDER BY id;
+INSERT INTO work (id, platform, workspace, chat, thread, session, author_id, message, accepted_ms, request_id,
+                  placeholder_id, last_event_id, journal_id, turn_id, revision, started_ms)
+  SELECT inbox_id, platform, workspace, chat, thread, session, author_id, message, started_ms, request_id,
+         placeholder_id, last_event_id, journal_id, turn_id, revision, started_ms
+  FROM turns ORDER BY rowid;
+INSERT INTO sqlite_sequence (name, seq)
+  SELECT 'work', 0 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'work');
+UPDATE sqlite_sequence
+  SET seq = max(seq, COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'inbox'), 0))
+  WHERE name = 'work';
+DROP TABLE inbox;
+DROP TABLE turns;
+)sql";
+
 // Append only: a released step never changes, since stores in the field already ran it. A v2 is a
 // new entry after v1, e.g.
 //   {2, "v2: outbox entries remember their message ids",
@@ -190,6 +237,7 @@ constexpr SchemaStep kSchemaSteps[] = {
     {4, "v4: cheaper writes to the bounded tables", kSchemaV4},
     {5, "v5: a cheaper intake (dedupe keys appended, no inbox index by session)", kSchemaV5},
     {6, "v6: no bot-message index by session (read by a Session's delete only)", kSchemaV6},
+    {7, "v7: a message and its turn in one row (a turn's start is an UPDATE)", kSchemaV7},
 };
 
 }  // namespace

@@ -162,7 +162,7 @@ class StoreWatchingBackend : public ForwardingBackend {
       : ForwardingBackend(std::move(inner)), db_(std::move(db)) {}
   void AsyncWaitReady(std::string name, std::chrono::steady_clock::time_point deadline, ReadyProgress progress,
                       CancellationToken cancel, BackendHandler<ReadyTarget> handler) override {
-    turns_at_wait.push_back(StoreIntOffThread(db_, "SELECT count(*) FROM turns"));
+    turns_at_wait.push_back(StoreIntOffThread(db_, "SELECT count(*) FROM work WHERE request_id IS NOT NULL"));
     inner().AsyncWaitReady(std::move(name), deadline, std::move(progress), std::move(cancel), std::move(handler));
   }
 
@@ -245,7 +245,7 @@ TEST_CASE("router: what it writes behind (a placeholder's ids, a delivered reply
     std::this_thread::sleep_for(5ms);
   }
   CHECK(StoreInt(db, "SELECT count(*) FROM outbox") == 0);
-  CHECK(StoreInt(db, "SELECT count(*) FROM turns") == 0);
+  CHECK(StoreInt(db, "SELECT count(*) FROM work WHERE request_id IS NOT NULL") == 0);
   // The placeholder became the reply: indexed once, as the turn's message.
   CHECK(StoreInt(db, "SELECT count(*) FROM bot_messages WHERE kind = 'placeholder'") == 1);
   CHECK(StoreInt(db, "SELECT count(*) FROM bot_messages") == 1);
@@ -306,9 +306,9 @@ TEST_CASE("router: a bot killed mid-turn re-attaches from where the journal stoo
   const std::string placeholder = KilledBot(root, script, "working on", "warm up");
   REQUIRE_FALSE(placeholder.empty());
   const std::string db = root.path() + "/router.db";
-  REQUIRE(StoreInt(db, "SELECT count(*) FROM turns") == 1);
-  CHECK(StoreInt(db, "SELECT last_event_id FROM turns") > 0);  // the first turn's end
-  CHECK(StoreInt(db, "SELECT count(*) FROM turns WHERE journal_id <> '' AND turn_id = ''") == 1);
+  REQUIRE(StoreInt(db, "SELECT count(*) FROM work WHERE request_id IS NOT NULL") == 1);
+  CHECK(StoreInt(db, "SELECT last_event_id FROM work WHERE request_id IS NOT NULL") > 0);  // the first turn's end
+  CHECK(StoreInt(db, "SELECT count(*) FROM work WHERE request_id IS NOT NULL AND journal_id <> '' AND turn_id = ''") == 1);
   Bot bot(root, "script:" + script, false, "p", Options(root));
   CheckDeliveredOnceInto(bot, placeholder);
   CHECK(bot.adapter.CountMessagesWith("quick warm up") == 0);  // the earlier turn is not delivered again

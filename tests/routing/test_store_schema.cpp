@@ -41,12 +41,12 @@ TEST_CASE("store schema: a new store is at this build's version with every table
   TempDir dir;
   const std::string path = dir.File("router.db");
   OpenStore(path).reset();
-  REQUIRE(SchemaVersion() == 6);
-  REQUIRE(SchemaSteps().size() == 6);
+  REQUIRE(SchemaVersion() == 7);
+  REQUIRE(SchemaSteps().size() == 7);
   RawDb raw(path);
   CHECK(raw.Int("PRAGMA user_version") == SchemaVersion());
-  for (const char* table : {"bindings", "chat_sessions", "current_sessions", "bot_messages", "dedupe_event", "dedupe_message", "inbox",
-                            "turns", "outbox", "questions", "cursors"}) {
+  for (const char* table : {"bindings", "chat_sessions", "current_sessions", "bot_messages", "dedupe_event", "dedupe_message", "work",
+                            "outbox", "questions", "cursors"}) {
     INFO(table);
     CHECK(raw.Int(std::string("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = '") + table + "'") ==
           1);
@@ -178,7 +178,7 @@ TEST_CASE("store schema: a v4 store's dedupe keys move to a table per kind at v5
     CHECK(raw.Int("SELECT count(*) FROM sqlite_schema WHERE name = 'dedupe'") == 0);
     CHECK(raw.Int("SELECT seq FROM dedupe_event WHERE key = 'E3'") == 11);
     CHECK(raw.Int("SELECT count(*) FROM dedupe_message") == 2);
-    CHECK(raw.Int("SELECT count(*) FROM inbox WHERE author_id = 'U7'") == 1);  // a waiting message keeps its author
+    CHECK(raw.Int("SELECT count(*) FROM work WHERE author_id = 'U7'") == 1);  // a waiting message keeps its author
   }
   for (const char* k : {"E1", "E2", "E3"}) CHECK(*store->SeenOrRemember(DedupeKind::event, k));
   CHECK(*store->SeenOrRemember(DedupeKind::message, "M1"));
@@ -202,7 +202,7 @@ TEST_CASE("store schema: a v5 store's bot messages lose their index by session a
   auto store = OpenStore(path);
   {
     RawDb raw(path);
-    CHECK(raw.Int("PRAGMA user_version") == 6);
+    CHECK(raw.Int("PRAGMA user_version") == SchemaVersion());
     CHECK(raw.Int("SELECT count(*) FROM sqlite_schema WHERE name = 'bot_messages_by_session'") == 0);
     CHECK(raw.Int("SELECT count(*) FROM bot_messages") == 3);
   }
@@ -222,6 +222,75 @@ TEST_CASE("store schema: a v5 store's bot messages lose their index by session a
   auto kept = store->FindBotMessage(chat, "m2");
   REQUIRE(kept);
   CHECK(*kept);
+}
+
+TEST_CASE("store schema: a v6 store's inbox and turns become one table at v7, ids and cursors kept",
+          "[routing][store]") {
+  TempDir dir;
+  const std::string path = dir.File("router.db");
+  // The inbox's id sequence stands at 10 (entry 10 was removed), past every row left.
+  WriteAtVersion(path, 6, R"sql(
+    INSERT INTO inbox (id, platform, workspace, chat, thread, session, author_id, message, accepted_ms, edited_text,
+                       deleted, receipt_id) VALUES
+      (8, 'slack', 'W1', 'C1', 'T1', 'one', 'U1', '{"platform":"slack","chat":"C1","message_id":"m8","author_id":"U1","text":"eight"}', 80, 'eight, edited', 0, 'r-8'),
+      (9, 'slack', 'W1', 'C1', 'T2', 'two', 'U2', '{"platform":"slack","chat":"C1","message_id":"m9","author_id":"U2","text":"nine"}', 90, NULL, 1, ''),
+      (10, 'slack', 'W1', 'C1', 'T3', 'two', 'U2', '{"platform":"slack","chat":"C1","message_id":"m10","text":"ten"}', 100, NULL, 0, '');
+    DELETE FROM inbox WHERE id = 10;
+    INSERT INTO turns (request_id, inbox_id, session, platform, workspace, chat, thread, author_id, message,
+                       placeholder_id, last_event_id, journal_id, turn_id, revision, started_ms) VALUES
+      ('req-7', 7, 'two', 'slack', 'W1', 'C1', 'T2', 'U2', '{"platform":"slack","chat":"C1","message_id":"m7","author_id":"U2","text":"seven"}', 'ph-7', 41, 'j-1', 'turn-3', 2, 700),
+      ('req-5', 5, 'one', 'slack', 'W1', 'C1', 'T1', 'U1', '{"platform":"slack","chat":"C1","message_id":"m5","author_id":"U1","text":"five, edited"}', '', 0, '', '', 0, 500);)sql");
+  auto store = OpenStore(path);
+  {
+    RawDb raw(path);
+    CHECK(raw.Int("PRAGMA user_version") == 7);
+    CHECK(raw.Int("SELECT count(*) FROM sqlite_schema WHERE name IN ('inbox', 'turns')") == 0);
+    CHECK(raw.Int("SELECT count(*) FROM work") == 4);
+  }
+  auto inbox = store->ListInbox();
+  REQUIRE(inbox);
+  REQUIRE(inbox->size() == 2);
+  CHECK(inbox->at(0).id == 8);
+  CHECK(inbox->at(0).thread == ThreadRef{"slack", "W1", "C1", "T1"});
+  CHECK(inbox->at(0).message.text == "eight");
+  CHECK(inbox->at(0).edited_text == std::optional<std::string>("eight, edited"));
+  CHECK(inbox->at(0).receipt_id == "r-8");
+  CHECK(inbox->at(0).accepted == FromUnixMs(80));
+  CHECK(inbox->at(1).id == 9);
+  CHECK(inbox->at(1).deleted);
+  auto turns = store->ListTurns();
+  REQUIRE(turns);
+  REQUIRE(turns->size() == 2);  // in the order they began
+  CHECK(turns->at(0).request_id == "req-5");
+  CHECK(turns->at(0).inbox_id == 5);
+  CHECK(turns->at(0).message.text == "five, edited");
+  CHECK(turns->at(0).started == FromUnixMs(500));
+  CHECK(turns->at(1).request_id == "req-7");
+  CHECK(turns->at(1).inbox_id == 7);
+  CHECK(turns->at(1).session == "two");
+  CHECK(turns->at(1).author_id == "U2");
+  CHECK(turns->at(1).placeholder_id == "ph-7");
+  CHECK(turns->at(1).cursor == TurnCursor{41, "j-1", "turn-3", 2});
+  // The id sequence goes on from the inbox's, and a request id in use stays refused.
+  auto next = store->AddInbox(ThreadRef{"slack", "W1", "C1", "T9"}, "one", inbox->at(0).message, FromUnixMs(900));
+  REQUIRE(next);
+  CHECK(*next == 11);
+  auto in_use = store->MoveToTurns(*next, "req-7", FromUnixMs(1000));
+  REQUIRE_FALSE(in_use);
+  CHECK_THAT(in_use.error().message, Catch::Contains("request id req-7 is in use"));
+  REQUIRE(store->MoveToTurns(8, "req-8", FromUnixMs(1100)));
+  auto started = store->ListTurns();
+  REQUIRE(started);
+  REQUIRE(started->size() == 3);
+  CHECK(started->at(2).message.text == "eight, edited");
+  CHECK(started->at(2).placeholder_id == "r-8");
+  OutboxEntry reply;
+  reply.thread = turns->at(1).thread;
+  reply.session = "two";
+  reply.request_id = "req-7";
+  reply.parts = {"done"};
+  REQUIRE(store->CompleteTurn(reply));
+  CHECK(store->ListTurns()->size() == 2);
 }
 
 TEST_CASE("store schema: a failing step changes nothing, its version included", "[routing][store]") {

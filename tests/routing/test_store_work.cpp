@@ -164,7 +164,7 @@ TEST_CASE("store: AcceptMessage failing after its keys were written leaves neith
   auto& s = *f.store;
   RawDb raw(f.path);
   // A real SQLite failure half-way through the transaction: the keys are in, the inbox insert aborts.
-  raw.Exec("CREATE TRIGGER fail_inbox BEFORE INSERT ON inbox BEGIN SELECT RAISE(ABORT, 'injected failure'); END");
+  raw.Exec("CREATE TRIGGER fail_inbox BEFORE INSERT ON work BEGIN SELECT RAISE(ABORT, 'injected failure'); END");
   auto failed = s.AcceptMessage(Thread(), "sess", Message("hi"), Keys("Ev1", "M1"), At(1));
   REQUIRE_FALSE(failed);
   CHECK(failed.error().code == Errc::io_error);
@@ -194,7 +194,7 @@ TEST_CASE("store: the dedupe bound counts only what committed, across rollbacks 
   {
     // Keys written, then the transaction rolled back: they must not count against the bound.
     RawDb raw(path);
-    raw.Exec("CREATE TRIGGER fail_inbox BEFORE INSERT ON inbox BEGIN SELECT RAISE(ABORT, 'injected failure'); END");
+    raw.Exec("CREATE TRIGGER fail_inbox BEFORE INSERT ON work BEGIN SELECT RAISE(ABORT, 'injected failure'); END");
     REQUIRE_FALSE(store->AcceptMessage(Thread(), "sess", Message("x", "9"), Keys("Ev9", "M9"), At(1)));
     raw.Exec("DROP TRIGGER fail_inbox");
   }
@@ -212,7 +212,7 @@ TEST_CASE("store: the dedupe bound counts only what committed, across rollbacks 
   // too), and the count is taken again and stays the file's.
   {
     RawDb raw(path);
-    raw.Exec("CREATE TRIGGER fail_inbox BEFORE INSERT ON inbox BEGIN SELECT RAISE(ABORT, 'injected failure'); END");
+    raw.Exec("CREATE TRIGGER fail_inbox BEFORE INSERT ON work BEGIN SELECT RAISE(ABORT, 'injected failure'); END");
   }
   REQUIRE(store->BeginBatch("test batch"));
   CHECK_FALSE(*store->SeenOrRemember(DedupeKind::message, "M7"));
@@ -364,21 +364,25 @@ TEST_CASE("store: MoveToTurns moves an entry as BeginTurn does, and refuses the 
   CHECK(s.MoveToTurns(next, "", At(102)).error().code == Errc::invalid_argument);
   CHECK(s.ListInbox()->size() == 2);
   CHECK(s.ListTurns()->size() == 2);
-  // A damaged row is not moved blind: BeginTurn decodes it and says so.
+  // A damaged row: BeginTurn decodes it and says so, and it stays waiting. MoveToTurns reads nothing
+  // (the row takes the turn's columns in place), and the turns' listing, what a restart reads, says so.
+  const auto bad = *s.AddInbox(Thread(), "sess", Message("bad"), At(5));
   {
     RawDb raw(f.path);
-    raw.Exec("UPDATE inbox SET message = '{\"platform\": ' WHERE id = " + std::to_string(next));
+    raw.Exec("UPDATE work SET message = '{\"platform\": ' WHERE id = " + std::to_string(bad));
   }
-  auto damaged = s.MoveToTurns(next, "req-6", At(102));
+  auto damaged = s.BeginTurn(bad, "req-6", At(102));
   REQUIRE_FALSE(damaged);
   CHECK(damaged.error().code == Errc::io_error);
+  CHECK_THAT(damaged.error().message, Catch::Contains("inbox entry " + std::to_string(bad)));
   CHECK(s.ListTurns()->size() == 2);
-  {
-    RawDb raw(f.path);
-    std::string json = sessionturn::routing::InboundMessageToJsonText(Message("next"));
-    for (std::size_t at = json.find('\''); at != std::string::npos; at = json.find('\'', at + 2)) json.insert(at, "'");
-    raw.Exec("UPDATE inbox SET message = '" + json + "' WHERE id = " + std::to_string(next));
-  }
+  REQUIRE(s.MoveToTurns(bad, "req-6", At(102)));
+  auto listed = s.ListTurns();
+  REQUIRE_FALSE(listed);
+  CHECK(listed.error().code == Errc::io_error);
+  CHECK_THAT(listed.error().message, Catch::Contains("turn req-6"));
+  REQUIRE(*s.FinishTurn("req-6"));
+  CHECK(s.ListTurns()->size() == 2);
   // Inside a batch, a refusal leaves the batch as it was.
   REQUIRE(s.BeginBatch("test batch"));
   CHECK_FALSE(s.MoveToTurns(next, "req-1", At(103)));
@@ -606,7 +610,7 @@ TEST_CASE("store: a batch is one transaction, and a call that fails before it wr
   REQUIRE(s.BeginTurn(a, "req-a", At(4)));
   {
     RawDb other(f.path);  // another connection sees nothing yet
-    CHECK(other.Int("SELECT count(*) FROM inbox") == 0);
+    CHECK(other.Int("SELECT count(*) FROM work WHERE request_id IS NULL") == 0);
   }
   REQUIRE(s.CommitBatch());
   CHECK_FALSE(s.InBatch());
@@ -615,7 +619,7 @@ TEST_CASE("store: a batch is one transaction, and a call that fails before it wr
   CHECK(s.ListTurns()->size() == 1);
   {
     RawDb other(f.path);
-    CHECK(other.Int("SELECT count(*) FROM inbox") == 1);
+    CHECK(other.Int("SELECT count(*) FROM work WHERE request_id IS NULL") == 1);
   }
 
   SECTION("an aborted batch leaves nothing") {
