@@ -73,8 +73,16 @@ Status Router::Impl::CommitOpen() {
                                    "reply a second time: " + removed.error().ToString());
         }
       }
+      // A turn whose reply is in its placeholder: left, a restart would re-attach and edit it in again.
+      for (const std::string& request_id : behind_finishes) {
+        if (auto finished = store->FinishTurn(request_id); !finished) {
+          Log(LogLevel::error, "turn " + request_id + ", whose reply is in, could not be finished again; a restart "
+                               "will edit that reply in a second time: " + finished.error().ToString());
+        }
+      }
     }
     behind_removals.clear();
+    behind_finishes.clear();
     behind_writes = 0;
     if (torn_down) {
       pass_waiters.clear();  // what they wait for is in the store (or not): the next start takes it from there

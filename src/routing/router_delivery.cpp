@@ -1,5 +1,6 @@
 // The final reply: rendered and split for the platform, stored in the outbox with the turn's end
-// (one transaction), then delivered part by part: the first edited into the placeholder (two
+// (one transaction; a reply of one part with a placeholder to edit is edited in first, EditReplyIn),
+// then delivered part by part: the first edited into the placeholder (two
 // attempts, then a new post), the rest posted in order. A 429 waits its retry_after and costs no
 // attempt; a part that keeps failing is reported in the thread and stays in the outbox, retried
 // later and after a restart. Nothing here drops a reply.
@@ -9,6 +10,7 @@
 namespace sessionturn {
 
 using routing::OutboxEntry;
+using routing::TurnRun;
 
 namespace {
 
@@ -45,9 +47,46 @@ std::vector<std::string> Router::Impl::RenderParts(std::string_view markdown) co
   return out;
 }
 
-void Router::Impl::Deliver(OutboxEntry entry) {
+void Router::Impl::Deliver(OutboxEntry entry, int edit_attempts, std::chrono::milliseconds delay) {
   if (entry.id != 0 && !delivering.insert(entry.id).second) return;  // already on its way
-  DeliverPart(std::make_shared<OutboxEntry>(std::move(entry)), 0);
+  auto e = std::make_shared<OutboxEntry>(std::move(entry));
+  if (delay.count() > 0) return After(delay, [e, edit_attempts](Impl& r) { r.DeliverPart(e, edit_attempts); });
+  DeliverPart(std::move(e), edit_attempts);
+}
+
+// A reply its placeholder takes whole goes in before anything is stored: the turn's row stays in the
+// store until the reply is in, so a restart before then re-attaches to the turn (its events are in
+// the Session's journal) and edits the same reply in again, which changes nothing a user saw. That is
+// the window a crash in the middle of a turn has anyway, one edit longer; the outbox's two writes (the
+// reply stored, then removed) are saved. Anything but a first edit that lands (a failure, a rate
+// limit) stores the reply and goes on as every other reply does: a post, unlike an edit, must not be
+// repeated by a restart.
+void Router::Impl::EditReplyIn(const std::shared_ptr<TurnRun>& turn, OutboxEntry entry) {
+  auto e = std::make_shared<OutboxEntry>(std::move(entry));
+  OutboundMessage out{e->parts.front(), {}, {}};
+  adapter.AsyncEdit(
+      e->thread, e->placeholder_id, std::move(out), OnStrand<Status>([turn, e](Impl& r, Status st) {
+        if (!st) {
+          r.Log(LogLevel::info, "editing the reply into the placeholder failed: " + st.error().ToString());
+          // A rate limit is a wait, not a failed attempt.
+          const auto wait = st.error().retry_after;
+          if (wait.count() > 0) return r.StoreReply(turn, std::move(*e), 0, wait);
+          return r.StoreReply(turn, std::move(*e), 1, kRetryBackoff);
+        }
+        r.WriteBehind([&] {
+          auto finished = r.store->FinishTurn(e->request_id);
+          if (!finished) {
+            r.Log(LogLevel::warning, "turn " + e->request_id + ": its reply is in, but its record stays (a restart "
+                                     "will edit the reply in again): " + finished.error().ToString());
+          } else if (!*finished) {
+            r.Log(LogLevel::warning, "turn " + e->request_id + ": its reply is in, and its record was gone already");
+          } else if (r.pass_open) {
+            r.behind_finishes.push_back(e->request_id);
+          }
+        });
+        r.Bump(&RouterStats::replies_delivered);
+        r.PublishGauges();
+      }));
 }
 
 void Router::Impl::DeliverPart(std::shared_ptr<OutboxEntry> e, int edit_attempts) {

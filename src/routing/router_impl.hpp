@@ -206,6 +206,7 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   bool pass_open = false;  // the store's batch holds writes behind, and a ClosePass is posted
   std::size_t behind_writes = 0;  // in the open pass: what a failed commit loses, for its log line
   std::vector<std::int64_t> behind_removals;  // outbox rows removed in the open pass
+  std::vector<std::string> behind_finishes;   // turns (request ids) whose reply went into its placeholder
   // What waits for the open pass's commit (DurablyInPass), run after it with its outcome.
   std::vector<std::function<void(Impl&, Status)>> pass_waiters;
   std::uint64_t next_question = 0;
@@ -241,7 +242,7 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   // per pass of the strand, opened at the first of them and committed by a job posted then (it runs
   // after everything queued before it) or sooner, with the next write that must be durable at once
   // (Durably). A failed commit is logged with what it lost; an outbox row it should have removed is
-  // removed again (behind_removals).
+  // removed again (behind_removals), and so is a turn whose reply is in (behind_finishes).
   template <typename Fn>
   void WriteBehind(Fn&& writes) {
     OpenPass();
@@ -358,9 +359,13 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   // The Session's next turn waits for it (WaitReady) again; `drop_driver`: with a new connector.
   void ForgetReady(const std::string& session, bool drop_driver);
   void EndTurn(const std::shared_ptr<routing::TurnRun>& turn, std::string reply_markdown);
+  // The turn's end and its reply in the outbox, committed with the pass; then delivered (SendStored),
+  // its first part's next edit being attempt `edit_attempts`, after `delay`.
+  void StoreReply(const std::shared_ptr<routing::TurnRun>& turn, routing::OutboxEntry entry, int edit_attempts,
+                  std::chrono::milliseconds delay);
   // After the reply's commit (`committed`): delivers it, with its outbox id when it was stored.
   void SendStored(const std::shared_ptr<routing::TurnRun>& turn, routing::OutboxEntry e, Result<std::int64_t> id,
-                  const Status& committed);
+                  const Status& committed, int edit_attempts, std::chrono::milliseconds delay);
   void UpdateReceipts(routing::SessionRun& s);
   std::string ProgressText(const routing::TurnRun& turn) const;
   void ShowProgress(const std::shared_ptr<routing::TurnRun>& turn);
@@ -378,7 +383,9 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
 
   // ---- delivery (router_delivery.cpp) ----
   std::vector<std::string> RenderParts(std::string_view markdown) const;
-  void Deliver(routing::OutboxEntry entry);
+  void Deliver(routing::OutboxEntry entry, int edit_attempts = 0, std::chrono::milliseconds delay = {});
+  // A reply its placeholder takes whole, edited in before anything is stored (router_delivery.cpp).
+  void EditReplyIn(const std::shared_ptr<routing::TurnRun>& turn, routing::OutboxEntry entry);
   void DeliverPart(std::shared_ptr<routing::OutboxEntry> entry, int edit_attempts);
   void OnPartFailed(std::shared_ptr<routing::OutboxEntry> entry, const Error& error);
   void ScheduleOutboxRetry(std::chrono::milliseconds after);

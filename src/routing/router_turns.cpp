@@ -617,19 +617,9 @@ void Router::Impl::EndTurn(const std::shared_ptr<TurnRun>& turn, std::string rep
   entry.parts = RenderParts(reply_markdown);
   auto finish = [turn](Impl& r, routing::OutboxEntry entry) {
     entry.placeholder_id = turn->live ? turn->live->message_id : std::string();
-    auto e = std::make_shared<routing::OutboxEntry>(std::move(entry));
-    auto stored = std::make_shared<Result<std::int64_t>>(Fail(Errc::internal, "the reply was not stored"));
-    // Durable before the reply goes out (with the pass's commit): a restart then delivers it from the
-    // outbox, once.
-    r.DurablyInPass(
-        "storing a reply",
-        [&] {
-          *stored = r.store->CompleteTurn(*e);
-          // Claimed at once: the outbox pass (RetryOutbox) reads through this connection, so it sees
-          // the row before its commit, and must not send it too.
-          if (*stored) r.delivering.insert(**stored);
-        },
-                    [turn, e, stored](Impl& r2, Status committed) { r2.SendStored(turn, std::move(*e), *stored, committed); });
+    // One part into its placeholder: an edit, which a restart may repeat. Anything else is stored first.
+    if (entry.parts.size() == 1 && !entry.placeholder_id.empty()) return r.EditReplyIn(turn, std::move(entry));
+    r.StoreReply(turn, std::move(entry), 0, {});
   };
   if (turn->live) {
     WhenIdle(turn->live, [self = shared_from_this(), finish = std::move(finish), entry = std::move(entry)]() mutable {
@@ -647,8 +637,27 @@ void Router::Impl::EndTurn(const std::shared_ptr<TurnRun>& turn, std::string rep
   PublishGauges();
 }
 
+void Router::Impl::StoreReply(const std::shared_ptr<TurnRun>& turn, routing::OutboxEntry entry, int edit_attempts,
+                              std::chrono::milliseconds delay) {
+  auto e = std::make_shared<routing::OutboxEntry>(std::move(entry));
+  auto stored = std::make_shared<Result<std::int64_t>>(Fail(Errc::internal, "the reply was not stored"));
+  // Durable before the reply goes out (with the pass's commit): a restart then delivers it from the
+  // outbox, once.
+  DurablyInPass(
+      "storing a reply",
+      [&] {
+        *stored = store->CompleteTurn(*e);
+        // Claimed at once: the outbox pass (RetryOutbox) reads through this connection, so it sees
+        // the row before its commit, and must not send it too.
+        if (*stored) delivering.insert(**stored);
+      },
+      [turn, e, stored, edit_attempts, delay](Impl& r, Status committed) {
+        r.SendStored(turn, std::move(*e), *stored, committed, edit_attempts, delay);
+      });
+}
+
 void Router::Impl::SendStored(const std::shared_ptr<TurnRun>& turn, routing::OutboxEntry e, Result<std::int64_t> id,
-                              const Status& committed) {
+                              const Status& committed, int edit_attempts, std::chrono::milliseconds delay) {
   if (id) delivering.erase(*id);  // claimed when it was written; Deliver claims it again
   if (!committed && id) id = Fail(committed.error());
   if (!id && id.error().code == Errc::not_found) {
@@ -663,7 +672,7 @@ void Router::Impl::SendStored(const std::shared_ptr<TurnRun>& turn, routing::Out
   } else {
     e.id = *id;
   }
-  Deliver(std::move(e));
+  Deliver(std::move(e), edit_attempts, delay);
 }
 
 }  // namespace sessionturn

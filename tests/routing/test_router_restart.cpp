@@ -174,7 +174,7 @@ class StoreWatchingBackend : public ForwardingBackend {
 
 }  // namespace
 
-TEST_CASE("router: a turn's start is committed before its prompt, its reply before the reply is sent",
+TEST_CASE("router: a turn's start is committed before its prompt, and its record stays until its reply is in",
           "[routing][router]") {
   TempRoot root;
   const std::string db = root.path() + "/router.db";
@@ -184,11 +184,13 @@ TEST_CASE("router: a turn's start is committed before its prompt, its reply befo
     watching = w.get();
     return std::unique_ptr<SessionBackend>(std::move(w));
   });
-  // What another connection sees of the store as each post or edit goes out.
+  // What another connection sees of the store as each post or edit goes out: the turn's record or
+  // its stored reply (a reply of one part goes into its placeholder with the turn's record still there).
   std::mutex mu;
-  std::vector<std::pair<std::string, std::int64_t>> outbox_at_send;  // text, outbox rows
+  std::vector<std::pair<std::string, std::int64_t>> outbox_at_send;  // text, turn and outbox rows
   rig.adapter.on_send = [&](const SentOp& op) {
-    const auto rows = StoreIntOffThread(db, "SELECT count(*) FROM outbox");
+    const auto rows = StoreIntOffThread(
+        db, "SELECT (SELECT count(*) FROM outbox) + (SELECT count(*) FROM work WHERE request_id IS NOT NULL)");
     std::lock_guard lock(mu);
     outbox_at_send.emplace_back(op.text, rows);
   };
@@ -204,7 +206,7 @@ TEST_CASE("router: a turn's start is committed before its prompt, its reply befo
     if (text.find("echo #1:") != std::string::npos) rows_at_reply = rows;
   }
   REQUIRE(rows_at_reply.has_value());
-  CHECK(*rows_at_reply == 1);  // the stored reply was in the file before it was sent
+  CHECK(*rows_at_reply == 1);  // the turn (or its stored reply) was in the file while its reply was sent
 }
 
 TEST_CASE("router: a failed commit of written-behind records removes a delivered reply's outbox row again",
@@ -360,6 +362,40 @@ TEST_CASE("router: a reply the platform kept refusing is delivered from the outb
   CHECK(Posts(up.adapter.Ops(), "echo #1:") == 1);
   CHECK(up.adapter.CountMessagesWith("hello") == 1);
   CHECK(up.router->Stats().replies_delivered == 1);
+}
+
+// A reply of one part goes into its placeholder before anything is stored; the turn's record goes after.
+// Should it stay (here: its removal fails), a restart re-attaches to the ended turn and edits the same
+// reply in again: still one reply, in the same message.
+TEST_CASE("router: a reply in its placeholder whose turn's record stayed is edited in again after a restart, once",
+          "[routing][router]") {
+  TempRoot root;
+  const std::string db = root.path() + "/router.db";
+  std::string placeholder;
+  {
+    // The runtimes are processes of their own: they outlive the first bot.
+    Bot first(root, "echo", false, "first-", Options(root));
+    StoreExec(db, R"sql(
+      CREATE TRIGGER keep_turns BEFORE DELETE ON work WHEN OLD.request_id IS NOT NULL
+      BEGIN SELECT RAISE(ABORT, 'kept by the test'); END;)sql");
+    REQUIRE(*first.Send(Msg("1", "hello")) == Disposition::accepted);
+    REQUIRE(first.WaitDelivered(1));
+    placeholder = first.adapter.FindMessage("echo #1:");
+    REQUIRE_FALSE(placeholder.empty());
+    CHECK(Posts(first.adapter.Ops(), "echo #1:") == 0);  // edited into its placeholder
+  }
+  CHECK(StoreInt(db, "SELECT count(*) FROM work WHERE request_id IS NOT NULL") == 1);
+  CHECK(StoreInt(db, "SELECT count(*) FROM outbox") == 0);
+  StoreExec(db, "DROP TRIGGER keep_turns;");
+  Bot second(root, "echo", false, "second-", Options(root));
+  REQUIRE(second.WaitDelivered(1));
+  CHECK(second.adapter.Text(placeholder).find("echo #1:") != std::string::npos);
+  CHECK(Posts(second.adapter.Ops(), "echo #1:") == 0);
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (StoreInt(db, "SELECT count(*) FROM work") != 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(5ms);
+  }
+  CHECK(StoreInt(db, "SELECT count(*) FROM work") == 0);
 }
 
 TEST_CASE("router: a graceful shutdown tells the thread once and the next start delivers the reply",
