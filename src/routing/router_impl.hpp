@@ -51,9 +51,8 @@ struct LiveMessage {
   bool posting = false;    // the post is in flight
   bool editing = false;    // an edit is in flight
   bool retired = false;    // the final reply took over: no more progress
-  // What the post's id is recorded for, once it lands: the turn's placeholder (request_id), else the
-  // waiting message's receipt (inbox_id). So a restart edits the same message, not a new one.
-  std::string request_id;
+  // The work row the post is for (a waiting message's receipt, which becomes its turn's placeholder):
+  // indexed with it once it lands, so a restart edits the same message, not a new one. 0: none.
   std::int64_t inbox_id = 0;
   std::unique_ptr<asio::steady_timer> timer;  // the next paced edit, when one is due
   std::vector<std::function<void()>> on_idle;  // run once no post or edit is in flight

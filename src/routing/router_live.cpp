@@ -42,19 +42,14 @@ std::shared_ptr<LiveMessage> Router::Impl::PostLive(const ThreadRef& where, std:
                       } else {
                         live->message_id = *id;
                         live->shown = markdown;
+                        // Indexed with its waiting message's (or turn's) work row: after a restart the
+                        // reply still lands here (RouterStore::ListTurns, ListInbox read it from the
+                        // index), with no second write to that row.
                         r.WriteBehind([&] {
                           if (auto st = r.store->IndexBotMessage({routing::ChatRef::Of(live->where), *id, session,
-                                                                  routing::BotMessageKind::placeholder});
+                                                                  routing::BotMessageKind::placeholder, live->inbox_id});
                               !st) {
                             r.Log(LogLevel::warning, st.error().ToString());
-                          }
-                          // Recorded with its turn (or waiting message): after a restart the reply
-                          // still lands here. Not found: the turn ended already, its reply is stored.
-                          Status recorded = !live->request_id.empty() ? r.store->SetTurnPlaceholder(live->request_id, *id)
-                                            : live->inbox_id != 0     ? r.store->SetInboxReceipt(live->inbox_id, *id)
-                                                                      : Status{};
-                          if (!recorded && recorded.error().code != Errc::not_found) {
-                            r.Log(LogLevel::warning, recorded.error().ToString());
                           }
                         });
                         // The post spent the chat's budget like an edit: the first progress edit comes

@@ -65,7 +65,7 @@ void Router::Impl::Resume() {
       turn->live->where = turn->where;
       turn->live->message_id = rec.placeholder_id;
     }
-    turn->live->request_id = turn->request_id;
+    turn->live->inbox_id = turn->inbox_id;
     SetRunning(s, turn);
     ++in_flight;
     Log(LogLevel::info, "re-attaching to turn " + turn->request_id + " of Session " + turn->session);

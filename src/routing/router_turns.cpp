@@ -252,7 +252,6 @@ void Router::Impl::LaunchTurn(SessionRun& s, Waiting w, std::string id, Status r
   turn->message = std::move(w.message);
   turn->route = w.route;
   turn->live = w.receipt;
-  if (turn->live) turn->live->request_id = id;  // a post still in flight records itself as the placeholder
   turn->started = std::chrono::steady_clock::now();
   SetRunning(s, turn);
   UpdateReceipts(s);

@@ -78,6 +78,10 @@ struct BotMessage {
   std::string message_id;
   std::string session;
   BotMessageKind kind = BotMessageKind::reply;
+  // A placeholder's (or receipt's) work row: the inbox entry or turn it was posted for, so that a
+  // restart finds it (InboxEntry::receipt_id, TurnRecord::placeholder_id) with no write to that row
+  // when the post lands. 0: none.
+  std::int64_t inbox_id = 0;
   bool operator==(const BotMessage&) const = default;
 };
 
@@ -99,7 +103,9 @@ struct InboxEntry {
   StoreTime accepted{};
   std::optional<std::string> edited_text;  // the author edited it while it waited; nullopt: not edited
   bool deleted = false;                    // the author deleted it while it waited
-  std::string receipt_id;                  // the "Queued" message posted for it; empty: none (yet)
+  // The "Queued" message posted for it (SetInboxReceipt, else the latest bot message indexed with its
+  // id, BotMessage::inbox_id); empty: none (yet).
+  std::string receipt_id;
 };
 
 // Where a turn's event stream stands: what the Router needs to re-attach with `since` + `journalId`.
@@ -121,7 +127,9 @@ struct TurnRecord {
   // The message, its text replaced by the edited text when it was edited in the inbox: a crash before
   // the runtime accepted it leaves the Router nothing else to submit again.
   InboundMessage message;
-  std::string placeholder_id;  // the "working..." message to edit; empty until posted
+  // The "working..." message to edit (given at its start or SetTurnPlaceholder, else the latest bot
+  // message indexed with its inbox id); empty until posted.
+  std::string placeholder_id;
   TurnCursor cursor;
   StoreTime started{};
 };
@@ -282,6 +290,10 @@ class RouterStore {
   // The UPDATE that starts a turn on a waiting, undeleted row; no row changed: refused.
   Status StartTurn(std::string_view op, std::int64_t inbox_id, std::string_view request_id, StoreTime started,
                    std::string_view placeholder_id, const TurnCursor& since);
+  // Bot messages indexed with a work row's id, the latest for each: receipts and placeholders whose
+  // rows do not name them (ListInbox, ListTurns).
+  Result<std::unordered_map<std::int64_t, std::string>> PostedFor();
+  Result<std::vector<InboxEntry>> ReceiptsFromIndex(Result<std::vector<InboxEntry>> entries);
   Result<std::int64_t> InsertInbox(std::string_view op, const ThreadRef& thread, std::string_view session,
                                    const InboundMessage& message, StoreTime accepted);
   Result<std::int64_t> InsertOutbox(std::string_view op, const OutboxEntry& entry);

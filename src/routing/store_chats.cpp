@@ -244,20 +244,22 @@ Status RouterStore::IndexBotMessage(const BotMessage& m) {
   // anything else a new message (inserted first).
   auto insert = [&]() -> Result<bool> {
     auto q = db_->Query("IndexBotMessage", R"sql(
-      INSERT INTO bot_messages (platform, workspace, chat, message_id, session, kind)
-      VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (platform, workspace, chat, message_id) DO NOTHING)sql");
+      INSERT INTO bot_messages (platform, workspace, chat, message_id, session, kind, inbox_id)
+      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (platform, workspace, chat, message_id) DO NOTHING)sql");
     if (!q) return Fail(q.error());
-    if (auto st = q->Exec(m.chat, m.message_id, m.session, ToString(m.kind)); !st) return Fail(st.error());
+    if (auto st = q->Exec(m.chat, m.message_id, m.session, ToString(m.kind), m.inbox_id); !st)
+      return Fail(st.error());
     if (db_->Changes() == 0) return false;
     ++(*counts)->bot_messages;
     return true;
   };
   auto update = [&]() -> Result<bool> {
     auto q = db_->Query("IndexBotMessage", R"sql(
-      UPDATE bot_messages SET session = ?5, kind = ?6
+      UPDATE bot_messages SET session = ?5, kind = ?6, inbox_id = CASE WHEN ?7 = 0 THEN inbox_id ELSE ?7 END
       WHERE platform = ?1 AND workspace = ?2 AND chat = ?3 AND message_id = ?4)sql");
     if (!q) return Fail(q.error());
-    if (auto st = q->Exec(m.chat, m.message_id, m.session, ToString(m.kind)); !st) return Fail(st.error());
+    if (auto st = q->Exec(m.chat, m.message_id, m.session, ToString(m.kind), m.inbox_id); !st)
+      return Fail(st.error());
     return db_->Changes() > 0;
   };
   const bool reply = m.kind == BotMessageKind::reply;
@@ -282,7 +284,7 @@ Status RouterStore::IndexBotMessage(const BotMessage& m) {
 
 Result<std::optional<BotMessage>> RouterStore::FindBotMessage(const ChatRef& chat, std::string_view message_id) {
   auto q = db_->Query("FindBotMessage", R"sql(
-    SELECT session, kind FROM bot_messages
+    SELECT session, kind, inbox_id FROM bot_messages
     WHERE platform = ?1 AND workspace = ?2 AND chat = ?3 AND message_id = ?4)sql");
   if (!q) return Fail(q.error());
   auto row = q->Bind(chat, message_id).Step();
@@ -291,7 +293,7 @@ Result<std::optional<BotMessage>> RouterStore::FindBotMessage(const ChatRef& cha
   const std::string kind = q->Text(1);
   auto k = BotKindFrom(kind);
   if (!k) return Fail(Errc::io_error, "router store " + path_ + ": bot message of unknown kind " + kind);
-  return BotMessage{chat, std::string(message_id), q->Text(0), *k};
+  return BotMessage{chat, std::string(message_id), q->Text(0), *k, q->Int(2)};
 }
 
 }  // namespace sessionturn::routing

@@ -136,12 +136,37 @@ Result<bool> RouterStore::RemoveInbox(std::int64_t id) {
   return db_->Changes() > 0;
 }
 
+Result<std::unordered_map<std::int64_t, std::string>> RouterStore::PostedFor() {
+  auto q = db_->Query("PostedFor", "SELECT inbox_id, message_id FROM bot_messages WHERE inbox_id <> 0 ORDER BY seq");
+  if (!q) return Fail(q.error());
+  std::unordered_map<std::int64_t, std::string> out;
+  for (;;) {
+    auto row = q->Step();
+    if (!row) return Fail(row.error());
+    if (!*row) return out;
+    out[q->Int(0)] = q->Text(1);  // a later one (a placeholder posted again after a restart) wins
+  }
+}
+
+Result<std::vector<InboxEntry>> RouterStore::ReceiptsFromIndex(Result<std::vector<InboxEntry>> entries) {
+  if (!entries) return entries;
+  if (std::none_of(entries->begin(), entries->end(), [](const InboxEntry& e) { return e.receipt_id.empty(); }))
+    return entries;
+  auto posted = PostedFor();
+  if (!posted) return Fail(posted.error());
+  for (InboxEntry& e : *entries) {
+    auto it = posted->find(e.id);
+    if (e.receipt_id.empty() && it != posted->end()) e.receipt_id = it->second;
+  }
+  return entries;
+}
+
 Result<std::vector<InboxEntry>> RouterStore::ListInbox() {
   auto q = db_->Query("ListInbox", R"sql(
     SELECT id, platform, workspace, chat, thread, session, message, accepted_ms, edited_text, deleted, receipt_id
     FROM work WHERE request_id IS NULL ORDER BY id)sql");
   if (!q) return Fail(q.error());
-  return ReadAllInbox(*q, path_);
+  return ReceiptsFromIndex(ReadAllInbox(*q, path_));
 }
 
 Result<std::vector<InboxEntry>> RouterStore::ListInbox(std::string_view session) {
@@ -150,7 +175,7 @@ Result<std::vector<InboxEntry>> RouterStore::ListInbox(std::string_view session)
     FROM work WHERE request_id IS NULL AND session = ?1 ORDER BY id)sql");
   if (!q) return Fail(q.error());
   q->Bind(session);
-  return ReadAllInbox(*q, path_);
+  return ReceiptsFromIndex(ReadAllInbox(*q, path_));
 }
 
 Status RouterStore::StartTurn(std::string_view op, std::int64_t inbox_id, std::string_view request_id,
@@ -254,7 +279,7 @@ Result<std::vector<TurnRecord>> RouterStore::ListTurns() {
   for (;;) {
     auto row = q->Step();
     if (!row) return Fail(row.error());
-    if (!*row) return out;
+    if (!*row) break;
     TurnRecord t;
     t.request_id = q->Text(0);
     t.inbox_id = q->Int(1);
@@ -270,6 +295,14 @@ Result<std::vector<TurnRecord>> RouterStore::ListTurns() {
     t.started = q->Time(14);
     out.push_back(std::move(t));
   }
+  if (std::none_of(out.begin(), out.end(), [](const TurnRecord& t) { return t.placeholder_id.empty(); })) return out;
+  auto posted = PostedFor();
+  if (!posted) return Fail(posted.error());
+  for (TurnRecord& t : out) {
+    auto it = posted->find(t.inbox_id);
+    if (t.placeholder_id.empty() && it != posted->end()) t.placeholder_id = it->second;
+  }
+  return out;
 }
 
 }  // namespace sessionturn::routing

@@ -183,7 +183,9 @@ constexpr std::string_view kSchemaV6 = "DROP INDEX bot_messages_by_session;";
 // among the turns, through a partial index that waiting rows stay out of) and its cursor. An edit
 // stays in edited_text and is applied where a turn is read. A turn carried over keeps its inbox id as
 // the row's id (ids are never reused, so it names no other row); having no acceptance time of its own,
-// it takes its start's. The id sequence goes on from the inbox's.
+// it takes its start's. The id sequence goes on from the inbox's. A placeholder's (or receipt's) id is
+// no longer written into its row when its post lands, a second UPDATE of the row: its bot-message
+// index entry, written then anyway, names the row (inbox_id), and a restart reads it from there.
 constexpr std::string_view kSchemaV7 = R"sql(
 CREATE TABLE work (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -221,6 +223,7 @@ UPDATE sqlite_sequence
   WHERE name = 'work';
 DROP TABLE inbox;
 DROP TABLE turns;
+ALTER TABLE bot_messages ADD COLUMN inbox_id INTEGER NOT NULL DEFAULT 0;
 )sql";
 
 // Append only: a released step never changes, since stores in the field already ran it. A v2 is a

@@ -246,6 +246,7 @@ TEST_CASE("store schema: a v6 store's inbox and turns become one table at v7, id
     CHECK(raw.Int("PRAGMA user_version") == 7);
     CHECK(raw.Int("SELECT count(*) FROM sqlite_schema WHERE name IN ('inbox', 'turns')") == 0);
     CHECK(raw.Int("SELECT count(*) FROM work") == 4);
+    CHECK(raw.Int("SELECT count(*) FROM pragma_table_info('bot_messages') WHERE name = 'inbox_id'") == 1);
   }
   auto inbox = store->ListInbox();
   REQUIRE(inbox);

@@ -391,6 +391,55 @@ TEST_CASE("store: MoveToTurns moves an entry as BeginTurn does, and refuses the 
   CHECK(s.ListTurns()->size() == 3);
 }
 
+// The Router records a receipt's or placeholder's id in one place, its bot-message index entry, which
+// names the work row it was posted for: no second write to that row when the post lands.
+TEST_CASE("store: a receipt or placeholder indexed with its work row is what a restart reads", "[routing][store]") {
+  Fixture f;
+  auto& s = *f.store;
+  const auto waiting = *s.AddInbox(Thread(), "sess", Message("w"), At(1));
+  const auto started = *s.AddInbox(Thread("t2"), "sess", Message("s"), At(2));
+  const auto named = *s.AddInbox(Thread("t3"), "sess", Message("n"), At(3));
+  const auto bare = *s.AddInbox(Thread("t4"), "sess", Message("b"), At(4));
+  REQUIRE(s.MoveToTurns(started, "req-s", At(10)));  // its placeholder not posted yet
+  REQUIRE(s.MoveToTurns(named, "req-n", At(11), "ph-named"));
+  const ChatRef chat = ChatRef::Of(Thread());
+  REQUIRE(s.IndexBotMessage({chat, "receipt-1", "sess", BotMessageKind::placeholder, waiting}));
+  REQUIRE(s.IndexBotMessage({chat, "ph-1", "sess", BotMessageKind::placeholder, started}));
+  REQUIRE(s.IndexBotMessage({chat, "ph-2", "sess", BotMessageKind::placeholder, started}));  // posted again
+  REQUIRE(s.IndexBotMessage({chat, "other", "sess", BotMessageKind::placeholder, named}));
+  REQUIRE(s.IndexBotMessage({chat, "reply-1", "sess", BotMessageKind::reply}));
+
+  auto inbox = s.ListInbox();
+  REQUIRE(inbox);
+  REQUIRE(inbox->size() == 2);
+  CHECK(inbox->at(0).id == waiting);
+  CHECK(inbox->at(0).receipt_id == "receipt-1");
+  CHECK(inbox->at(1).id == bare);
+  CHECK(inbox->at(1).receipt_id.empty());
+  CHECK(s.ListInbox("sess")->at(0).receipt_id == "receipt-1");
+  auto turns = s.ListTurns();
+  REQUIRE(turns);
+  REQUIRE(turns->size() == 2);
+  CHECK(turns->at(0).request_id == "req-s");
+  CHECK(turns->at(0).placeholder_id == "ph-2");  // the latest posted for it
+  CHECK(turns->at(1).request_id == "req-n");
+  CHECK(turns->at(1).placeholder_id == "ph-named");  // its row's own comes first
+
+  // A turn started from the waiting message keeps that receipt as its placeholder.
+  REQUIRE(s.MoveToTurns(waiting, "req-w", At(12)));
+  auto later = s.ListTurns();
+  REQUIRE(later);
+  REQUIRE(later->size() == 3);
+  CHECK(later->at(2).placeholder_id == "receipt-1");
+  // The index entry keeps its work row when the reply is edited into it.
+  REQUIRE(s.IndexBotMessage({chat, "ph-2", "sess", BotMessageKind::reply}));
+  auto found = s.FindBotMessage(chat, "ph-2");
+  REQUIRE(found);
+  REQUIRE(*found);
+  CHECK((*found)->inbox_id == started);
+  CHECK((*found)->kind == BotMessageKind::reply);
+}
+
 TEST_CASE("store: a turn's cursor and placeholder are updated and the turn finished", "[routing][store]") {
   Fixture f;
   auto& s = *f.store;
