@@ -83,6 +83,11 @@ std::size_t MeasureLength(std::string_view utf8, LengthUnit unit) noexcept {
   if (unit == LengthUnit::bytes) return utf8.size();
   std::size_t n = 0;
   for (std::size_t i = 0; i < utf8.size();) {
+    if (static_cast<unsigned char>(utf8[i]) < 0x80) {  // ASCII: one unit in every unit
+      ++n;
+      ++i;
+      continue;
+    }
     char32_t cp = 0;
     const std::size_t len = detail::GoRuneLen(utf8, i, &cp);
     if (len == 0) {  // a bad byte is one unit

@@ -29,6 +29,14 @@ std::string SanitizeUtf8(std::string_view text) {
   std::string out;
   out.reserve(text.size());
   for (std::size_t i = 0; i < text.size();) {
+    // A run of ASCII other than NUL, as it is, at once.
+    std::size_t ascii = i;
+    while (ascii < text.size() && static_cast<unsigned char>(text[ascii]) - 1u < 0x7Fu) ++ascii;
+    if (ascii > i) {
+      out.append(text.substr(i, ascii - i));
+      i = ascii;
+      continue;
+    }
     char32_t cp = 0;
     const std::size_t len = detail::GoRuneLen(text, i, &cp);
     if (len == 0 || cp == 0) {  // NUL too: cmark would replace it the same way, shifting its source columns
@@ -75,9 +83,12 @@ std::size_t NextCut(std::string_view s, std::size_t i, bool entities, bool clust
 }
 
 std::string EscapeText(std::string_view text) {
+  const std::size_t at = text.find_first_of("&<>");
+  if (at == std::string_view::npos) return std::string(text);  // most words: nothing to escape
   std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
+  out.reserve(text.size() + 8);
+  out.append(text.substr(0, at));
+  for (char c : text.substr(at)) {
     switch (c) {
       case '&': out += "&amp;"; break;
       case '<': out += "&lt;"; break;

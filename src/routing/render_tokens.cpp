@@ -103,15 +103,15 @@ class BlockWriter {
  private:
   std::string Esc(std::string_view s) const { return escape_ ? EscapeText(s) : std::string(s); }
 
+  // Built in place: a token is three strings, and a word's is most of a reply's tokens.
   void Add(TokenKind kind, std::string text, std::string extra = {}) {
-    Token t;
+    Token& t = out_.emplace_back();
     t.kind = kind;
     t.len = MeasureLength(text, unit_);
-    t.extra_len = MeasureLength(extra, unit_);
+    t.extra_len = extra.empty() ? 0 : MeasureLength(extra, unit_);
     t.text = std::move(text);
     t.extra = std::move(extra);
     t.fallback = fallback_;
-    out_.push_back(std::move(t));
   }
 
   std::string QuotePrefix(const Block& b) const {
