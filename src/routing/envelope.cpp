@@ -54,6 +54,24 @@ bool IsControl(char32_t c) {
 }
 
 // `text` cut to at most `max_bytes`, ending in "…" when it was cut.
+// Printable ASCII with single spaces between words and none at the ends, within the bound: what
+// FlattenLine makes of it is itself (most names and ids).
+bool AlreadyFlat(std::string_view text, std::size_t max_chars) {
+  if (text.empty() || text.size() > max_chars || text.front() == ' ' || text.back() == ' ') return false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c > 0x7E) return false;
+    if (c == ' ' && text[i + 1] == ' ') return false;  // not the last byte: that is no space
+  }
+  return true;
+}
+
+// Bytes CleanText keeps as they are: printable ASCII, newline, tab.
+bool KeptAsIs(char c) {
+  const auto b = static_cast<unsigned char>(c);
+  return (b >= 0x20 && b < 0x7F) || b == '\n' || b == '\t';
+}
+
 std::string Bound(std::string text, std::size_t max_bytes) {
   if (text.size() <= max_bytes) return text;
   std::string out(CutUtf8(text, max_bytes - kEllipsis.size()));
@@ -170,6 +188,7 @@ std::string_view CutUtf8(std::string_view text, std::size_t max_bytes) {
 }
 
 std::string FlattenLine(std::string_view text, std::size_t max_chars) {
+  if (AlreadyFlat(text, max_chars)) return std::string(text);
   std::vector<char32_t> chars;
   bool space = false;
   // One more than the bound is enough to know the line is too long; the rest is never read.
@@ -199,6 +218,13 @@ std::string CleanText(std::string_view text) {
   std::string out;
   out.reserve(text.size());
   for (std::size_t i = 0; i < text.size();) {
+    std::size_t run = i;
+    while (run < text.size() && KeptAsIs(text[run])) ++run;
+    if (run > i) {
+      out.append(text.substr(i, run - i));
+      i = run;
+      continue;
+    }
     char32_t cp = 0;
     const std::size_t n = NextRune(text, i, cp);
     if (cp == '\r') {
