@@ -18,7 +18,7 @@
 // Exits 1 when a message did not get exactly one final reply (a correctness check, not a timing one).
 // Usage: bench_router [--threads N] [--turns-per-thread K] [--solo M] [--progress-ms MS] [--spread MS]
 //                     [--tmp DIR] [--unpaced] [--phases] [--quick]
-//   K: warm rounds after the first (default 2); M: messages one at a time (default 20);
+//   K: warm rounds after the first (default 6); M: messages one at a time (default 20);
 //   --spread MS: a warm round's messages (router and bare alike) go out evenly over MS, not at once;
 //   --tmp /dev/shm takes the runtimes' fsyncs away; --unpaced: the echo's reply without its pacing;
 //   --phases: each round's span on stderr (to cut a `perf record -k CLOCK_MONOTONIC` profile by round);
@@ -94,7 +94,7 @@ T Must(Result<T> r, const std::string& what) {
 
 struct Flags {
   std::size_t threads = 1000;
-  int rounds = 2;
+  int rounds = 6;  // warm rounds: with 2, the bare turn's CPU moved by a quarter from run to run on this machine
   std::size_t solo = 20;
   int progress_ms = 1000;
   std::string tmp = "/tmp";
