@@ -46,9 +46,9 @@ std::shared_ptr<LiveMessage> Router::Impl::PostLive(const ThreadRef& where, std:
                         // reply still lands here (RouterStore::ListTurns, ListInbox read it from the
                         // index), with no second write to that row.
                         r.WriteBehind([&] {
-                          if (auto st = r.store->IndexBotMessage({routing::ChatRef::Of(live->where), *id, session,
-                                                                  routing::BotMessageKind::placeholder, live->inbox_id});
-                              !st) {
+                          const routing::BotMessage posted{routing::ChatRef::Of(live->where), *id, session,
+                                                           routing::BotMessageKind::placeholder, live->inbox_id};
+                          if (auto st = r.store->IndexBotMessage(posted); !st) {
                             r.Log(LogLevel::warning, st.error().ToString());
                           }
                         });

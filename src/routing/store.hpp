@@ -249,10 +249,10 @@ class RouterStore {
 
   // In-flight turns. BeginTurn moves an inbox entry to the turns (Errc::not_found when there is no
   // such entry, Errc::invalid_argument when its author deleted it or the request id is in use) and
-  // returns the turn as stored: the entry's row takes the turn's columns, one UPDATE (v7). Its placeholder is `placeholder_id`, or else the
-  // entry's receipt. Its cursor starts at `since` (the Session's journal position before the turn:
-  // its last event id and journal id; the turn id and revision stay unset), where a re-attach after a
-  // restart looks for the turn by its request id.
+  // returns the turn as stored: the entry's row takes the turn's columns, one UPDATE (v7). Its
+  // placeholder is `placeholder_id`, or else the entry's receipt. Its cursor starts at `since` (the
+  // Session's journal position before the turn: its last event id and journal id; the turn id and
+  // revision stay unset), where a re-attach after a restart looks for the turn by its request id.
   Result<TurnRecord> BeginTurn(std::int64_t inbox_id, std::string_view request_id, StoreTime started,
                                std::string_view placeholder_id = {}, const TurnCursor& since = {});
   // BeginTurn for a caller that holds the message already (the Router): the row's message is neither
