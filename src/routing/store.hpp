@@ -210,9 +210,11 @@ class RouterStore {
   Result<bool> Forget(DedupeKind kind, std::string_view key);  // true when it was there
 
   // A batch: the store's calls until CommitBatch are one transaction, so a burst of messages costs
-  // one commit. A call that fails before it writes (every expected refusal: not found, a duplicate, a
-  // deleted entry) leaves the batch as it was. One that fails after it wrote (SQLite's own errors
-  // only) spoils it: later calls in it fail, and CommitBatch rolls all of it back and says why.
+  // one commit, and one eviction of the dedupe keys past their bound, just before it (within the
+  // batch the oldest keys still count as seen; the bound holds at every commit). A call that fails
+  // before it writes (every expected refusal: not found, a duplicate, a deleted entry) leaves the
+  // batch as it was. One that fails after it wrote (SQLite's own errors only) spoils it: later calls
+  // in it fail, and CommitBatch rolls all of it back and says why.
   // AbortBatch (or a batch still open when the store closes) rolls all of it back.
   // Errc::invalid_argument when a batch is open already.
   Status BeginBatch(std::string_view op);
@@ -316,7 +318,9 @@ class RouterStore {
   struct DedupeMirror {
     DedupeKeys kinds[2];  // by DedupeKind: event, message
     std::optional<std::uint64_t> at;  // db_->rollbacks() when loaded; none: not loaded
+    bool evict_at_commit[2] = {false, false};  // by DedupeKind: keys remembered in the open batch
     DedupeKeys& Of(DedupeKind kind) { return kinds[kind == DedupeKind::event ? 0 : 1]; }
+    bool& EvictAtCommit(DedupeKind kind) { return evict_at_commit[kind == DedupeKind::event ? 0 : 1]; }
   };
   Result<DedupeMirror*> Dedupe();
   static std::uint64_t KeyHash(std::string_view key);
@@ -324,6 +328,10 @@ class RouterStore {
   Result<std::optional<std::int64_t>> FindKey(DedupeKind kind, std::string_view key, std::uint64_t hash);
   Status RememberKey(std::string_view op, DedupeKind kind, std::string_view key, std::uint64_t hash);
   Status EvictDedupe(DedupeKind kind);
+  // Eviction after a key was remembered: at once, or in a batch once, just before its commit (a
+  // burst's keys cost one DELETE per kind, not one per message; the bound holds at every commit).
+  Status EvictDedupeDue(DedupeKind kind);
+  Status EvictDedupeAtCommit();  // what the open batch deferred
 
   // The rows of the bot-message index, which eviction compares with its bound. Kept in memory: counted
   // (an index scan) at the first write and again after any rollback (Db::rollbacks), and moved by

@@ -3,6 +3,7 @@
 // look-up costs no SQL and its write is one append.
 #include <algorithm>
 #include <functional>
+#include <utility>
 
 #include "routing/store.hpp"
 #include "routing/store_sqlite.hpp"
@@ -129,6 +130,20 @@ Status RouterStore::EvictDedupe(DedupeKind kind) {
   return {};
 }
 
+Status RouterStore::EvictDedupeDue(DedupeKind kind) {
+  if (!InBatch()) return EvictDedupe(kind);
+  dedupe_.EvictAtCommit(kind) = true;
+  return {};
+}
+
+Status RouterStore::EvictDedupeAtCommit() {
+  for (DedupeKind kind : {DedupeKind::event, DedupeKind::message}) {
+    if (!std::exchange(dedupe_.EvictAtCommit(kind), false)) continue;
+    if (auto st = EvictDedupe(kind); !st) return st;
+  }
+  return {};
+}
+
 Result<bool> RouterStore::SeenOrRemember(DedupeKind kind, std::string_view key) {
   const std::uint64_t hash = KeyHash(key);
   auto seen = FindKey(kind, key, hash);
@@ -137,7 +152,7 @@ Result<bool> RouterStore::SeenOrRemember(DedupeKind kind, std::string_view key) 
   auto tx = Transaction::Begin(*db_, "SeenOrRemember");
   if (!tx) return Fail(tx.error());
   if (auto st = RememberKey("SeenOrRemember", kind, key, hash); !st) return Fail(st.error());
-  if (auto st = EvictDedupe(kind); !st) return Fail(st.error());
+  if (auto st = EvictDedupeDue(kind); !st) return Fail(st.error());
   if (auto st = tx->Commit(); !st) return Fail(st.error());
   return false;
 }

@@ -100,7 +100,7 @@ Result<std::optional<std::int64_t>> RouterStore::AcceptMessage(const ThreadRef& 
   }
   for (DedupeKind kind : {DedupeKind::event, DedupeKind::message}) {
     if (std::none_of(keys.begin(), keys.end(), [kind](const DedupeKey& k) { return k.kind == kind; })) continue;
-    if (auto st = EvictDedupe(kind); !st) return Fail(st.error());
+    if (auto st = EvictDedupeDue(kind); !st) return Fail(st.error());
   }
   auto id = InsertInbox("AcceptMessage", thread, session, message, accepted);
   if (!id) return Fail(id.error());

@@ -309,3 +309,56 @@ TEST_CASE("store: a key forgotten and remembered again is not evicted by its old
   CHECK(*store->SeenOrRemember(DedupeKind::message, "m999"));
   CHECK(*store->SeenOrRemember(DedupeKind::event, "k"));
 }
+
+TEST_CASE("store: in a batch, the dedupe keys past the bound are evicted once, at its commit", "[routing][store]") {
+  TempDir dir;
+  const std::string path = dir.File("router.db");
+  StoreLimits limits;
+  limits.dedupe_per_kind = 3;
+  auto store = OpenStore(path, limits);
+  auto& s = *store;
+  for (const char* k : {"e1", "e2", "e3"}) REQUIRE_FALSE(*s.SeenOrRemember(DedupeKind::event, k));
+  REQUIRE(s.BeginBatch("test batch"));
+  for (const char* k : {"e4", "e5"}) REQUIRE_FALSE(*s.SeenOrRemember(DedupeKind::event, k));
+  // Past the bound in the batch, and nothing evicted yet: the oldest keys still count as seen.
+  CHECK(*s.SeenOrRemember(DedupeKind::event, "e1"));
+  CHECK(*s.SeenOrRemember(DedupeKind::event, "e2"));
+  REQUIRE_FALSE(*s.SeenOrRemember(DedupeKind::message, "m1"));  // the other kind, below its bound
+  REQUIRE(s.CommitBatch());
+  {
+    RawDb raw(path);
+    CHECK(raw.Int("SELECT count(*) FROM dedupe_event") == 3);
+    CHECK(raw.Int("SELECT count(*) FROM dedupe_event WHERE key IN ('e3', 'e4', 'e5')") == 3);
+    CHECK(raw.Int("SELECT count(*) FROM dedupe_message") == 1);
+  }
+  CHECK_FALSE(*s.Forget(DedupeKind::event, "e1"));
+  CHECK_FALSE(*s.Forget(DedupeKind::event, "e2"));
+  for (const char* k : {"e3", "e4", "e5"}) CHECK(*s.SeenOrRemember(DedupeKind::event, k));
+
+  // An eviction that fails at the commit rolls the whole batch back, and says why.
+  {
+    RawDb raw(path);
+    raw.Exec("CREATE TRIGGER fail_evict BEFORE DELETE ON dedupe_event BEGIN SELECT RAISE(ABORT, 'no eviction'); END");
+  }
+  REQUIRE(s.BeginBatch("test batch"));
+  REQUIRE_FALSE(*s.SeenOrRemember(DedupeKind::event, "e6"));
+  REQUIRE_FALSE(*s.SeenOrRemember(DedupeKind::message, "m2"));
+  auto commit = s.CommitBatch();
+  REQUIRE_FALSE(commit);
+  CHECK_THAT(commit.error().message, Catch::Contains("no eviction"));
+  CHECK_FALSE(s.InBatch());
+  {
+    RawDb raw(path);
+    raw.Exec("DROP TRIGGER fail_evict");
+    CHECK(raw.Int("SELECT count(*) FROM dedupe_event WHERE key = 'e6'") == 0);
+    CHECK(raw.Int("SELECT count(*) FROM dedupe_message WHERE key = 'm2'") == 0);
+  }
+  CHECK_FALSE(*s.Forget(DedupeKind::message, "m2"));
+  CHECK(*s.Forget(DedupeKind::message, "m1"));
+  // Outside a batch, each call evicts as before.
+  REQUIRE_FALSE(*s.SeenOrRemember(DedupeKind::event, "e6"));
+  CHECK_FALSE(*s.Forget(DedupeKind::event, "e3"));
+  store.reset();
+  RawDb raw(path);
+  CHECK(raw.Int("SELECT count(*) FROM dedupe_event") == 3);
+}
