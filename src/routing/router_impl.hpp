@@ -56,6 +56,7 @@ struct LiveMessage {
   std::int64_t inbox_id = 0;
   std::unique_ptr<asio::steady_timer> timer;  // the next paced edit, when one is due
   std::vector<std::function<void()>> on_idle;  // run once no post or edit is in flight
+  std::string pace_key;  // Router::Impl::ChatKey(where), made at the first use
 };
 
 // One chat's edit budget (DESIGN.md §6: never more than the adapter allows, by default one per second).
@@ -119,6 +120,12 @@ struct TurnRun {
   std::string prompt;               // what was (or will be) submitted
   CancellationSource cancel;
   std::unique_ptr<asio::steady_timer> ticker;  // elapsed time in the progress, while it runs
+  // Signals from the driver's on_event, on their way to the strand: the events of one read (a reply's
+  // deltas, its message, the turn's end) become one strand job (OnSignals), not one each. The driver
+  // calls from its own strand, so under a lock; `signals_posted` while a job to take them is queued.
+  std::mutex signals_mu;
+  std::vector<TurnSignal> signals;
+  bool signals_posted = false;
 };
 
 // A Session with state in this process.
@@ -353,7 +360,11 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   void CountGauges();
   void Attach(const std::shared_ptr<routing::TurnRun>& turn, Driver& driver);
   TurnOptions OptionsFor(const std::shared_ptr<routing::TurnRun>& turn);
-  void OnEvent(const std::shared_ptr<routing::TurnRun>& turn, const routing::TurnSignal& signal);
+  // The signals queued for the turn (TurnRun::signals), in order, then its progress once.
+  void OnSignals(const std::shared_ptr<routing::TurnRun>& turn);
+  // One signal applied to the turn; true when the progress shown may have changed.
+  bool OnEvent(const std::shared_ptr<routing::TurnRun>& turn, const routing::TurnSignal& signal);
+  routing::ChatPace& PaceOf(routing::LiveMessage& live);
   void OnResult(const std::shared_ptr<routing::TurnRun>& turn, Result<TurnResult> result);
   // The Session's next turn waits for it (WaitReady) again; `drop_driver`: with a new connector.
   void ForgetReady(const std::string& session, bool drop_driver);

@@ -54,13 +54,18 @@ std::shared_ptr<LiveMessage> Router::Impl::PostLive(const ThreadRef& where, std:
                         });
                         // The post spent the chat's budget like an edit: the first progress edit comes
                         // an edit spacing later, and a turn done by then goes straight to its reply.
-                        auto& pace = r.paces[ChatKey(live->where)];
+                        auto& pace = r.PaceOf(*live);
                         pace.next_edit = std::max(pace.next_edit, std::chrono::steady_clock::now() + r.EditSpacing());
                         r.PaceLive(live);
                       }
                       RunIdle(*live);
                     }));
   return live;
+}
+
+routing::ChatPace& Router::Impl::PaceOf(LiveMessage& live) {
+  if (live.pace_key.empty()) live.pace_key = ChatKey(live.where);
+  return paces[live.pace_key];
 }
 
 void Router::Impl::SetLive(const std::shared_ptr<LiveMessage>& live, std::string markdown) {
@@ -91,7 +96,7 @@ void Router::Impl::PaceLive(const std::shared_ptr<LiveMessage>& live) {
   if (live->retired || live->posting || live->editing || live->message_id.empty()) return;
   if ((!live->stale && live->wanted == live->shown) || live->timer) return;  // nothing new, or an edit is due
   const auto now = std::chrono::steady_clock::now();
-  const auto at = paces[ChatKey(live->where)].next_edit;
+  const auto at = PaceOf(*live).next_edit;
   if (at <= now) return SendLive(live);
   live->timer = std::make_unique<asio::steady_timer>(context.io(), at);
   live->timer->async_wait(asio::bind_executor(strand, [self = shared_from_this(), live](const asio::error_code& ec) {
@@ -105,7 +110,7 @@ void Router::Impl::PaceLive(const std::shared_ptr<LiveMessage>& live) {
 void Router::Impl::SendLive(const std::shared_ptr<LiveMessage>& live) {
   if (live->retired || live->posting || live->editing) return RunIdle(*live);
   const auto now = std::chrono::steady_clock::now();
-  auto& pace = paces[ChatKey(live->where)];
+  auto& pace = PaceOf(*live);
   if (pace.next_edit > now) return PaceLive(live);  // another message of the chat took the slot
   Refresh(*live);
   if (live->wanted == live->shown) return RunIdle(*live);
@@ -121,7 +126,7 @@ void Router::Impl::SendLive(const std::shared_ptr<LiveMessage>& live) {
                       } else {
                         r.Bump(&RouterStats::edits_dropped);
                         if (st.error().retry_after.count() > 0) {
-                          auto& p = r.paces[ChatKey(live->where)];
+                          auto& p = r.PaceOf(*live);
                           p.next_edit = std::max(p.next_edit, std::chrono::steady_clock::now() + st.error().retry_after);
                         }
                         r.Log(LogLevel::debug, "a progress edit in chat " + live->where.chat +

@@ -3,6 +3,7 @@
 // envelope, the driver's events as progress, and the result turned into the reply.
 #include <cassert>
 #include <cstdio>
+#include <utility>
 
 #include "routing/envelope.hpp"
 #include "routing/router_impl.hpp"
@@ -365,9 +366,16 @@ TurnOptions Router::Impl::OptionsFor(const std::shared_ptr<TurnRun>& turn) {
   o.on_event = [weak, turn](const Event& event) {
     auto signal = TurnSignal::Of(event, turn->request_id);  // request_id never changes: safe to read here
     if (!signal) return;
-    if (auto self = weak.lock()) {
-      self->Run([turn, signal = std::move(*signal)](Impl& r) { r.OnEvent(turn, signal); });
+    bool post = false;
+    {
+      std::lock_guard lock(turn->signals_mu);
+      turn->signals.push_back(std::move(*signal));
+      post = !std::exchange(turn->signals_posted, true);
     }
+    // Queued before anything the driver hands over after this event (a question, the result), so
+    // the strand sees them in the driver's order.
+    if (!post) return;
+    if (auto self = weak.lock()) self->Run([turn](Impl& r) { r.OnSignals(turn); });
   };
   // Its place in the journal is not written: the stored cursor (where the Session's journal stood
   // when the turn began) is enough for a re-attach to find it by its request id.
@@ -462,8 +470,20 @@ std::optional<TurnSignal> TurnSignal::Of(const Event& e, std::string_view reques
 
 }  // namespace routing
 
-void Router::Impl::OnEvent(const std::shared_ptr<TurnRun>& turn, const TurnSignal& e) {
-  if (turn->done) return;
+void Router::Impl::OnSignals(const std::shared_ptr<TurnRun>& turn) {
+  std::vector<TurnSignal> batch;
+  {
+    std::lock_guard lock(turn->signals_mu);
+    batch.swap(turn->signals);
+    turn->signals_posted = false;
+  }
+  bool changed = false;
+  for (const TurnSignal& signal : batch) changed = OnEvent(turn, signal) || changed;
+  if (changed) ShowProgress(turn);
+}
+
+bool Router::Impl::OnEvent(const std::shared_ptr<TurnRun>& turn, const TurnSignal& e) {
+  if (turn->done) return false;
   switch (e.kind) {
     case TurnSignal::Kind::started: turn->stage = "running"; break;
     case TurnSignal::Kind::ours_queued:
@@ -482,7 +502,7 @@ void Router::Impl::OnEvent(const std::shared_ptr<TurnRun>& turn, const TurnSigna
     case TurnSignal::Kind::updated:
       // Edited (by us or by another client): a later edit or removal must name this revision.
       if (!turn->ref.turn_id.empty() && e.turn_id == turn->ref.turn_id) turn->ref.revision = e.revision;
-      return;
+      return false;
     case TurnSignal::Kind::tool_started:
       turn->tool = e.tool_name.empty() ? std::string("a tool") : e.tool_name;
       if (!e.text.empty()) turn->tool += ": " + e.text;
@@ -490,9 +510,9 @@ void Router::Impl::OnEvent(const std::shared_ptr<TurnRun>& turn, const TurnSigna
     case TurnSignal::Kind::tool_completed: turn->tool.clear(); break;
     case TurnSignal::Kind::delta: turn->tail = Tail(turn->tail + e.text); break;
     case TurnSignal::Kind::message: turn->tail = Tail(e.text); break;
-    case TurnSignal::Kind::usage: turn->usage = e.usage; return;
+    case TurnSignal::Kind::usage: turn->usage = e.usage; return false;
   }
-  ShowProgress(turn);
+  return true;
 }
 
 std::string Router::Impl::ProgressText(const TurnRun& turn) const {
