@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 
+#include "routing/render_arena.hpp"
 #include "routing/render_text.hpp"
 
 namespace sessionturn::render {
@@ -352,7 +353,10 @@ std::string PlainLink(std::string_view text, std::string_view url) {
 
 Doc ParseMarkdown(std::string_view markdown) {
   RegisterExtensions();
-  std::unique_ptr<cmark_parser, ParserFree> parser(cmark_parser_new(CMARK_OPT_DEFAULT));
+  // Everything cmark allocates for this parse comes from the arena, given back when the parse is done
+  // (after the tree and the parser below, which are freed first).
+  const ParseArena arena;
+  std::unique_ptr<cmark_parser, ParserFree> parser(cmark_parser_new_with_mem(CMARK_OPT_DEFAULT, arena.mem()));
   for (const char* name : kExtensions) {
     if (cmark_syntax_extension* ext = cmark_find_syntax_extension(name))
       cmark_parser_attach_syntax_extension(parser.get(), ext);

@@ -4,6 +4,9 @@
 
 #include <string>
 
+#include <cmark-gfm.h>
+
+#include "routing/render_arena.hpp"
 #include "routing/render_check.hpp"
 #include "sessionturn/render.hpp"
 
@@ -263,4 +266,36 @@ TEST_CASE("render: MarkdownCode shows its text exactly, whatever backticks it ho
   CHECK(MarkdownCode("two\nlines") == "`two lines`");
   // Rendered, the text comes back exactly: a backslash in a code span is no escape.
   CHECK(Plain("Send " + MarkdownCode("/delete fix\\-login") + " again") == "Send /delete fix\\-login again");
+}
+
+TEST_CASE("render: a parse takes cmark's memory from this thread's arena and gives it all back",
+          "[routing][render]") {
+  using render::ParseArena;
+  const std::string reply = "# Title\n\nSome *text* with `code` and a [link](https://example.com).\n\n"
+                            "| a | b |\n|---|---|\n| 1 | 2 |\n\n```cpp\nint main() {}\n```\n\n- [x] done\n- ~~no~~\n";
+  const std::string first = Render(reply, MarkupDialect::telegram_html);
+  CHECK(ParseArena::BytesUsed() == 0);
+  CHECK(ParseArena::BytesHeld() == 64 * 1024);  // the slab kept for the next parse
+  {
+    // While a scope is open, cmark's allocations are counted in it, and freeing gives nothing back.
+    const ParseArena arena;
+    cmark_node* node = cmark_node_new_with_mem(CMARK_NODE_PARAGRAPH, arena.mem());
+    CHECK(ParseArena::BytesUsed() >= sizeof(void*));
+    cmark_node_free(node);
+    CHECK(ParseArena::BytesUsed() >= sizeof(void*));
+    // A scope opened inside it hands out cmark's own allocator.
+    const ParseArena inner;
+    CHECK(inner.mem() == cmark_get_default_mem_allocator());
+    CHECK(arena.mem() != cmark_get_default_mem_allocator());
+  }
+  CHECK(ParseArena::BytesUsed() == 0);
+  // A reply far bigger than a slab (buffers grown by realloc past it, lines in slabs of their own)
+  // renders the same text whatever the arena held before, and the big slabs go when it is done.
+  std::string big;
+  for (int i = 0; i < 2000; ++i) big += "Line " + std::to_string(i) + " with **bold** and `code` text.\n\n";
+  const std::string once = Render(big, MarkupDialect::slack_mrkdwn);
+  CHECK(ParseArena::BytesHeld() == 64 * 1024);
+  CHECK(Render(big, MarkupDialect::slack_mrkdwn) == once);
+  CHECK(once.find("Line 1999 with *bold* and `code` text.") != std::string::npos);
+  CHECK(Render(reply, MarkupDialect::telegram_html) == first);
 }
