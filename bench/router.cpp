@@ -9,12 +9,16 @@
 //   - warm rounds, each next to a bare round: the same prompts at the same concurrency through
 //     Driver::AsyncSubmitTurn on Sessions of the same backend (WaitReady -> connector -> Driver), so
 //     the CPU per turn of both is measured side by side in one run;
+//   - a memory round of each (not timed): from a trimmed heap, RSS and heap sampled while in flight;
 //   - a few messages one at a time: the latencies without queueing.
 // CPU, two measures: the Context worker's own (everything client-side: router, store, driver,
 // backend, adapter; the in-process runtimes, and their host's periodic look, run on threads of their
 // own) and the whole process's.
 // Memory: RSS (after malloc_trim) and the heap in use per idle binding and per active thread, next
-// to the bare run's per Session and per turn; the store's file size.
+// to the bare run's per Session and per turn; the store's file size. The timed rounds run without
+// a malloc_trim before them or a memory probe during them: a trim hands the heap back to the kernel,
+// and the next burst paid for faulting it in again (a placeholder p99 about 7 ms higher); mallinfo2
+// holds the arenas' locks while it walks them.
 // Exits 1 when a message did not get exactly one final reply (a correctness check, not a timing one).
 // Usage: bench_router [--threads N] [--turns-per-thread K] [--solo M] [--progress-ms MS] [--spread MS]
 //                     [--tmp DIR] [--unpaced] [--phases] [--quick]
@@ -200,17 +204,23 @@ struct Peak {
   std::size_t in_flight = 0;
 };
 
-// Waits until progress() reaches `target`, sampling RSS and in_flight() every kPoll; dies when the
-// count stalls for kStall.
+// What a wait samples besides its progress: always the most in flight; with `memory`, also RSS and
+// the heap in use (mallinfo2 walks every arena's free lists under its lock, stalling the worker's
+// malloc meanwhile: only the memory rounds sample it, never a timed one).
+enum class Sample { in_flight, memory };
+
+// Waits until progress() reaches `target`, sampling every kPoll; dies when the count stalls for kStall.
 void WaitSampling(const char* what, std::size_t target, const std::function<std::size_t()>& progress,
-                  const std::function<std::size_t()>& in_flight, Peak& peak) {
+                  const std::function<std::size_t()>& in_flight, Peak& peak, Sample sample = Sample::in_flight) {
   std::size_t last = 0;
   auto moved = Clock::now();
   for (;;) {
     const std::size_t now = progress();
-    const struct mallinfo2 mi = ::mallinfo2();
-    peak.memory.rss_kib = std::max(peak.memory.rss_kib, bench::RssKiB());
-    peak.memory.heap_kib = std::max(peak.memory.heap_kib, static_cast<long>((mi.uordblks + mi.hblkhd) / 1024));
+    if (sample == Sample::memory) {
+      const struct mallinfo2 mi = ::mallinfo2();
+      peak.memory.rss_kib = std::max(peak.memory.rss_kib, bench::RssKiB());
+      peak.memory.heap_kib = std::max(peak.memory.heap_kib, static_cast<long>((mi.uordblks + mi.hblkhd) / 1024));
+    }
     peak.in_flight = std::max(peak.in_flight, in_flight());
     if (now >= target) return;
     if (now != last) {
@@ -346,7 +356,7 @@ Drivers BareSetup(Context& ctx, SessionBackend& backend, std::size_t n) {
 }
 
 Round BareRound(Context& ctx, const Drivers& drivers, int round, std::chrono::milliseconds spread,
-                std::vector<double>& latency_ms) {
+                std::vector<double>& latency_ms, Sample sample = Sample::in_flight) {
   const std::size_t n = drivers.size();
   std::vector<std::string> prompts;
   for (std::size_t i = 0; i < n; ++i) prompts.push_back(PromptFor(round, i));
@@ -366,7 +376,7 @@ Round BareRound(Context& ctx, const Drivers& drivers, int round, std::chrono::mi
     });
   }
   WaitSampling(
-      "bare round", n, [&] { return tally.Done(); }, [&] { return n - tally.Done(); }, r.peak);
+      "bare round", n, [&] { return tally.Done(); }, [&] { return n - tally.Done(); }, r.peak, sample);
   EndRound(ctx, cpu0, "bare-" + std::to_string(round), t0, r);
   r.failed = tally.failed;
   if (tally.failed > 0)
@@ -385,7 +395,7 @@ struct Latencies {
 
 // Every thread in [0, n) sends its message of `round`: at once, or paced over `spread`.
 Round RouterRound(Context& ctx, Router& router, bench::BenchAdapter& adapter, std::size_t n, int round,
-                  std::chrono::milliseconds spread, Latencies& out) {
+                  std::chrono::milliseconds spread, Latencies& out, Sample sample = Sample::in_flight) {
   std::vector<InboundMessage> messages;
   for (std::size_t i = 0; i < n; ++i) messages.push_back(MessageFor(round, i));
   std::vector<Clock::time_point> sent(n), acked(n);
@@ -408,7 +418,7 @@ Round RouterRound(Context& ctx, Router& router, bench::BenchAdapter& adapter, st
     return std::min<std::size_t>(acks.Done(), static_cast<std::size_t>(router.Stats().replies_delivered - delivered0));
   };
   WaitSampling(
-      "router round", n, progress, [&] { return router.Stats().turns_in_flight; }, r.peak);
+      "router round", n, progress, [&] { return router.Stats().turns_in_flight; }, r.peak, sample);
   EndRound(ctx, cpu0, "router-" + std::to_string(round), t0, r);
   r.failed = acks.failed;
   if (acks.failed > 0)
@@ -478,7 +488,7 @@ long FileKiB(const std::string& path) {
 
 // Everything a run measured; memory figures are for all n threads (divided when printed).
 struct Report {
-  Latencies first, warm, solo;
+  Latencies first, warm, solo, memory_round;
   std::vector<double> bare_latency;
   double first_wall_ms = 0;
   Cpu router_cpu, bare_cpu;
@@ -487,38 +497,50 @@ struct Report {
   std::size_t router_in_flight = 0, bare_in_flight = 0;
   double router_stall_ms = 0, bare_stall_ms = 0;  // the longest after a round of each
   Memory idle_bare, idle_binding;                 // quiet, after the bare setup / the first router round
-  Memory active_router, active_bare;              // the most above the quiet level before a round
+  Memory active_router, active_bare;              // the memory rounds' most above the quiet level before them
+  std::size_t router_in_flight_memory = 0, bare_in_flight_memory = 0;  // the most in flight in the memory rounds
   long store_kib = 0, wal_kib = 0;
   RouterStats stats;
   std::uint64_t posts = 0, edits = 0, finals = 0, wrong_finals = 0;
 };
 
-Memory Max(const Memory& a, const Memory& b) {
-  return {std::max(a.rss_kib, b.rss_kib), std::max(a.heap_kib, b.heap_kib)};
-}
-
-// Bare and router rounds in turn, so that both see the same machine.
+// Bare and router rounds in turn, so that both see the same machine. Timed: nothing but the round runs
+// (no malloc_trim before it, which would have its burst fault the heap back in; no memory probes).
 void WarmRounds(Context& ctx, Router& router, bench::BenchAdapter& adapter, const Drivers& drivers, const Flags& f,
                 Report& rep) {
   const std::size_t n = drivers.size();
   rep.turns = n * static_cast<std::size_t>(f.rounds);
   for (int round = 1; round <= f.rounds; ++round) {
-    Memory quiet = QuietMemory();
     const Round b = BareRound(ctx, drivers, round, f.spread, rep.bare_latency);
     rep.bare_cpu += b.cpu;
     rep.bare_wall_ms += b.wall_ms;
     rep.bare_in_flight = std::max(rep.bare_in_flight, b.peak.in_flight);
     rep.bare_stall_ms = std::max(rep.bare_stall_ms, b.settle_stall_ms);
-    rep.active_bare = Max(rep.active_bare, b.peak.memory - quiet);
-    quiet = QuietMemory();
     const Round r = RouterRound(ctx, router, adapter, n, round, f.spread, rep.warm);
     rep.router_cpu += r.cpu;
     rep.router_wall_ms += r.wall_ms;
     rep.router_in_flight = std::max(rep.router_in_flight, r.peak.in_flight);
     rep.router_stall_ms = std::max(rep.router_stall_ms, r.settle_stall_ms);
-    rep.active_router = Max(rep.active_router, r.peak.memory - quiet);
     if (b.failed + r.failed > 0) Die("round " + std::to_string(round) + " had failures");
   }
+}
+
+// One more pair of rounds, for memory only (neither their CPU nor their latencies are reported): each
+// starts from a quiet, trimmed heap and samples RSS and the heap while its turns are in flight.
+void MemoryRounds(Context& ctx, Router& router, bench::BenchAdapter& adapter, const Drivers& drivers, const Flags& f,
+                  Report& rep) {
+  const std::size_t n = drivers.size();
+  const int round = f.rounds + 1;
+  std::vector<double> unused;
+  Memory quiet = QuietMemory();
+  const Round b = BareRound(ctx, drivers, round, f.spread, unused, Sample::memory);
+  rep.active_bare = b.peak.memory - quiet;
+  rep.bare_in_flight_memory = b.peak.in_flight;
+  quiet = QuietMemory();
+  const Round r = RouterRound(ctx, router, adapter, n, round, f.spread, rep.memory_round, Sample::memory);
+  rep.active_router = r.peak.memory - quiet;
+  rep.router_in_flight_memory = r.peak.in_flight;
+  if (b.failed + r.failed > 0) Die("the memory rounds had failures");
 }
 
 // The echo provider paces its three deltas 20 ms apart (LocalRuntimeOptions::echo_delay, which
@@ -566,7 +588,8 @@ void Measure(const Flags& f, Report& rep) {
   rep.first_wall_ms = RouterRound(ctx, *router, adapter, n, 0, std::chrono::milliseconds(0), rep.first).wall_ms;
   rep.idle_binding = QuietMemory() - m1;
   WarmRounds(ctx, *router, adapter, drivers, f, rep);
-  SoloMessages(*router, adapter, f.solo, f.rounds + 1, rep.solo);
+  MemoryRounds(ctx, *router, adapter, drivers, f, rep);
+  SoloMessages(*router, adapter, f.solo, f.rounds + 2, rep.solo);
 
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a late duplicate would land now
   rep.stats = router->Stats();
@@ -603,13 +626,13 @@ void PrintMemory(const Report& rep, std::size_t n, bool burst) {
                 router.heap_kib / router_n - bare.heap_kib / bare_n);
   };
   const double dn = static_cast<double>(n);
-  std::printf("[memory per thread: RSS after malloc_trim, heap in use (mallinfo2)]\n");
+  std::printf("[memory per thread: RSS after malloc_trim, heap in use (mallinfo2); active: a round of its own]\n");
   row("idle binding (one turn done)", rep.idle_binding, dn, rep.idle_bare, dn);
   // Paced rounds have a few turns in flight: their peak is lost in the noise of the rest.
   if (burst) {
     row("active thread (turn in flight)", rep.active_router,
-        static_cast<double>(std::max<std::size_t>(1, rep.router_in_flight)), rep.active_bare,
-        static_cast<double>(std::max<std::size_t>(1, rep.bare_in_flight)));
+        static_cast<double>(std::max<std::size_t>(1, rep.router_in_flight_memory)), rep.active_bare,
+        static_cast<double>(std::max<std::size_t>(1, rep.bare_in_flight_memory)));
   }
   std::printf("  router store: %ld KiB + %ld KiB WAL = %.2f KiB per binding\n", rep.store_kib, rep.wal_kib,
               static_cast<double>(rep.store_kib + rep.wal_kib) / dn);
@@ -653,8 +676,8 @@ bool Print(const Flags& f, const Report& rep) {
   const double p99 = bench::Percentile(rep.warm.placeholder, 99);
   std::printf("placeholder p99 at %zu threads: %.2f ms (target <= %.0f ms: %s)\n", n, p99, kPlaceholderTargetMs,
               Met(p99 <= kPlaceholderTargetMs));
-  const std::size_t messages = n * static_cast<std::size_t>(f.rounds + 1) + f.solo;
-  const std::size_t missing = rep.first.missing + rep.warm.missing + rep.solo.missing;
+  const std::size_t messages = n * static_cast<std::size_t>(f.rounds + 2) + f.solo;  // + first, memory rounds
+  const std::size_t missing = rep.first.missing + rep.warm.missing + rep.memory_round.missing + rep.solo.missing;
   const bool ok =
       missing == 0 && rep.wrong_finals == 0 && rep.finals == messages && rep.stats.replies_delivered == messages;
   std::printf("replies: %zu messages, %lu final replies, %lu delivered, %zu missing, %lu wrong or duplicate: %s\n",
