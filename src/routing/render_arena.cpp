@@ -8,7 +8,16 @@
 #include <new>
 #include <vector>
 
+// GCC says __SANITIZE_ADDRESS__, clang (the fuzz build) __has_feature(address_sanitizer).
 #if defined(__SANITIZE_ADDRESS__)
+#define ST_ARENA_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ST_ARENA_ASAN 1
+#endif
+#endif
+
+#if defined(ST_ARENA_ASAN)
 #include <sanitizer/asan_interface.h>
 #define ST_ARENA_POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
 #define ST_ARENA_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
@@ -24,7 +33,7 @@ constexpr std::size_t kSlabBytes = 64 * 1024;  // one reply's parse fits in one,
 constexpr std::size_t kAlign = alignof(std::max_align_t);
 // Under AddressSanitizer every block is followed by poisoned bytes and only what was handed out is
 // addressable, so cmark reading or writing past a block is still caught (the fuzz targets rely on it).
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(ST_ARENA_ASAN)
 constexpr std::size_t kRedzone = kAlign;
 #else
 constexpr std::size_t kRedzone = 0;
