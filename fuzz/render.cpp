@@ -3,13 +3,19 @@
 //  - it renders: options that pass RenderReply's checks never fail;
 //  - every part fits max_length in the unit and is valid UTF-8, whatever bytes came in;
 //  - telegram_html parts have balanced, known tags and no bare '<', '>' or '&';
-//  - the parts hold the reply's text: none is empty unless the whole reply is.
+//  - the parts hold the reply's text: none is empty unless the whole reply is;
+//  - the shortcut for a reply that fits one part (written by runs, taken whole) reads exactly as
+//    the general path (written by words, split) whenever it is taken.
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "routing/render_doc.hpp"
+#include "routing/render_split.hpp"
+#include "routing/render_text.hpp"
+#include "routing/render_tokens.hpp"
 #include "sessionturn/render.hpp"
 
 namespace {
@@ -66,6 +72,23 @@ bool BalancedTelegramHtml(std::string_view s) {
   return stack.empty();
 }
 
+// The by-runs shortcut against the general path, on the Doc RenderReply parses.
+void CheckWhole(const sessionturn::render::Doc& doc, const sessionturn::RenderOptions& o) {
+  using namespace sessionturn;
+  render::SplitOptions split;
+  split.max_length = o.max_length;
+  split.soft_length = o.soft_length ? o.soft_length : o.max_length;
+  split.unit = o.unit;
+  split.entities = o.dialect != MarkupDialect::plain;
+  const render::TokenLimits limits{o.max_length, o.unit, 0};
+  const auto whole = render::SplitWhole(render::RenderTokens(doc, o.dialect, limits, render::Granularity::runs), split);
+  if (!whole) return;
+  const auto general = render::Split(render::RenderTokens(doc, o.dialect, limits, render::Granularity::words), split);
+  if (!general || general->size() != whole->size()) std::abort();
+  for (std::size_t i = 0; i < whole->size(); ++i)
+    if ((*whole)[i].text != (*general)[i].text || (*whole)[i].fallback != (*general)[i].fallback) std::abort();
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -73,6 +96,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::uint8_t knob = size ? data[0] : 0;
   const std::string_view markdown(reinterpret_cast<const char*>(data), size);
   const std::size_t limits[] = {kMinPartLength + knob % 64, std::size_t{256} + knob, 4096};
+  const render::Doc doc = render::ParseMarkdown(render::SanitizeUtf8(markdown));
   for (MarkupDialect dialect : {MarkupDialect::telegram_html, MarkupDialect::slack_mrkdwn, MarkupDialect::plain}) {
     for (std::size_t limit : limits) {
       RenderOptions o;
@@ -83,6 +107,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       o.label_parts = (knob & 0x80) == 0;
       auto parts = RenderReply(markdown, o);
       if (!parts || parts->empty()) std::abort();
+      CheckWhole(doc, o);
       for (const RenderedPart& p : *parts) {
         if (MeasureLength(p.text, o.unit) > o.max_length || !ValidUtf8(p.text)) std::abort();
         if (p.text.empty() && parts->size() > 1) std::abort();

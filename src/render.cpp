@@ -103,6 +103,21 @@ std::size_t MeasureLength(std::string_view utf8, LengthUnit unit) noexcept {
 
 namespace {
 
+std::vector<RenderedPart> Labelled(std::vector<render::SplitPart> parts, bool label_parts) {
+  std::vector<RenderedPart> out;
+  out.reserve(std::max<std::size_t>(parts.size(), 1));
+  const bool label = label_parts && parts.size() > 1;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    RenderedPart part;
+    part.text = std::move(parts[i].text);
+    if (label) part.text += Label(i + 1, parts.size());
+    part.plain_fallback = parts[i].fallback;
+    out.push_back(std::move(part));
+  }
+  if (out.empty()) out.emplace_back();
+  return out;
+}
+
 // Splits what `tokens_for` writes (given the room left for a label) into labelled parts. N is known
 // only once the text is split, and the label's room changes N: split without a label first (a text
 // that fits one part has none), then with room for as many digits as N has until N fits that room.
@@ -120,17 +135,7 @@ Result<std::vector<RenderedPart>> SplitLabelled(TokensFor&& tokens_for, render::
     digits = std::max(digits + 1, Digits(parts.size()));
   }
 
-  std::vector<RenderedPart> out;
-  const bool label = label_parts && parts.size() > 1;
-  for (std::size_t i = 0; i < parts.size(); ++i) {
-    RenderedPart part;
-    part.text = std::move(parts[i].text);
-    if (label) part.text += Label(i + 1, parts.size());
-    part.plain_fallback = parts[i].fallback;
-    out.push_back(std::move(part));
-  }
-  if (out.empty()) out.emplace_back();
-  return out;
+  return Labelled(std::move(parts), label_parts);
 }
 
 }  // namespace
@@ -144,6 +149,13 @@ Result<std::vector<RenderedPart>> RenderReply(std::string_view markdown, const R
   split.soft_length = std::min(options.soft_length ? options.soft_length : options.max_length, options.max_length);
   split.unit = options.unit;
   split.entities = options.dialect != MarkupDialect::plain;
+  // Most replies fit one part: written by runs, such a reply is the same text in a fraction of the
+  // tokens. Only one that does not fit is written again, by words, and split.
+  if (auto whole = render::SplitWhole(
+          render::RenderTokens(doc, options.dialect, render::TokenLimits{split.max_length, split.unit, 0},
+                               render::Granularity::runs),
+          split))
+    return Labelled(std::move(*whole), options.label_parts);
   return SplitLabelled(
       [&](const render::TokenLimits& limits) { return render::RenderTokens(doc, options.dialect, limits); }, split,
       options.label_parts);

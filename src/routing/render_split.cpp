@@ -66,6 +66,20 @@ class Splitter {
     return parts;
   }
 
+  // The whole stream as one part, if it fits soft_length with no cut.
+  std::optional<std::vector<SplitPart>> Whole() {
+    std::vector<SplitPart> parts;
+    out_.clear();
+    budget_ = soft_;
+    Cursor c;
+    while (c.token < t_.size())
+      if (!Step(c)) return std::nullopt;
+    Position next;
+    SplitPart part = Finish(c, next, t_.size(), 0, false);
+    if (!part.text.empty()) parts.push_back(std::move(part));
+    return parts;
+  }
+
  private:
   std::size_t Measure(std::string_view s) const { return MeasureLength(s, o_.unit); }
   bool Fits(const Cursor& c, std::size_t n) const { return c.used + n + c.closes + o_.reserve <= budget_; }
@@ -313,6 +327,10 @@ class Splitter {
 
 Result<std::vector<SplitPart>> Split(const std::vector<Token>& tokens, const SplitOptions& options) {
   return Splitter(tokens, options).Run();
+}
+
+std::optional<std::vector<SplitPart>> SplitWhole(const std::vector<Token>& tokens, const SplitOptions& options) {
+  return Splitter(tokens, options).Whole();
 }
 
 }  // namespace sessionturn::render

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,5 +31,10 @@ struct SplitPart {
 // The parts, in order; none when the tokens hold no text. Errc::invalid_argument when a part has
 // no room for any text (the limit is too small for the markup and the reserve).
 Result<std::vector<SplitPart>> Split(const std::vector<Token>& tokens, const SplitOptions& options);
+
+// The tokens as they are when they fit one part of soft_length with no cut (the part, or none when
+// they hold no text): then what Split makes of them, and of the same Doc written by words
+// (Granularity), is this. std::nullopt when a cut would be needed: split the tokens by words.
+std::optional<std::vector<SplitPart>> SplitWhole(const std::vector<Token>& tokens, const SplitOptions& options);
 
 }  // namespace sessionturn::render

@@ -89,8 +89,15 @@ struct Frame {
 // Writes one block's tokens.
 class BlockWriter {
  public:
-  BlockWriter(Mode mode, bool escape, bool fallback, LengthUnit unit, const Doc& doc, std::vector<Token>& out)
-      : mode_(mode), escape_(escape), fallback_(fallback), unit_(unit), doc_(doc), out_(out) {}
+  BlockWriter(Mode mode, bool escape, bool fallback, LengthUnit unit, Granularity granularity, const Doc& doc,
+              std::vector<Token>& out)
+      : mode_(mode),
+        escape_(escape),
+        fallback_(fallback),
+        unit_(unit),
+        by_runs_(granularity == Granularity::runs),
+        doc_(doc),
+        out_(out) {}
 
   void Write(const Block& b) {
     switch (b.kind) {
@@ -129,8 +136,25 @@ class BlockWriter {
     if (mode_ == Mode::slack) out_.back().cont = out_.back().text;
   }
 
-  // Text as words and the spaces between them; `keep` for code, whose spaces are text.
+  // Text as words and the spaces between them; `keep` for code, whose spaces are text. By runs:
+  // the leading and trailing spaces as they would be (a part drops a space it starts with), and
+  // everything between them as one text: the spaces inside it are emitted as they are once text
+  // precedes them, so a part that needs no cut reads the same.
   void Words(std::string_view text, bool keep) {
+    if (by_runs_) {
+      const std::size_t first = std::min(text.find_first_not_of(" \t"), text.size());
+      const std::size_t end = first == text.size() ? first : text.find_last_not_of(" \t") + 1;
+      if (first > 0) {
+        Add(TokenKind::space, std::string(text.substr(0, first)));
+        out_.back().keep = keep;
+      }
+      if (end > first) Add(TokenKind::text, Esc(text.substr(first, end - first)));
+      if (end < text.size() && end > first) {
+        Add(TokenKind::space, std::string(text.substr(end)));
+        out_.back().keep = keep;
+      }
+      return;
+    }
     for (std::size_t i = 0; i < text.size();) {
       const bool space = text[i] == ' ' || text[i] == '\t';
       std::size_t j = i;
@@ -343,6 +367,7 @@ class BlockWriter {
   bool escape_;
   bool fallback_;
   LengthUnit unit_;
+  bool by_runs_;
   const Doc& doc_;
   std::vector<Token>& out_;
   std::vector<Frame> stack_;
@@ -415,7 +440,8 @@ std::string Separator(const Block& before, const Block& after) {
 
 }  // namespace
 
-std::vector<Token> RenderTokens(const Doc& doc, MarkupDialect dialect, const TokenLimits& limits) {
+std::vector<Token> RenderTokens(const Doc& doc, MarkupDialect dialect, const TokenLimits& limits,
+                                Granularity granularity) {
   const Mode mode = ModeFor(dialect);
   const bool escape = dialect != MarkupDialect::plain;
   // Telegram's block quotes: one frame over consecutive quoted blocks (they cannot nest).
@@ -428,22 +454,24 @@ std::vector<Token> RenderTokens(const Doc& doc, MarkupDialect dialect, const Tok
   std::vector<Token> block;
   // About a word and a space per six bytes of text, and a few tokens of markup per block: the
   // vectors grow once, not token by token (moving every token each time).
-  std::size_t bytes = 0;
+  // By runs: a text and its two spaces per run (a code line is a run), and the same markup.
+  std::size_t bytes = 0, runs = 0;
   for (const Block& b : doc.blocks) {
     bytes += b.code.size();
+    runs += b.runs.size() + static_cast<std::size_t>(std::count(b.code.begin(), b.code.end(), '\n')) + 1;
     for (const Run& r : b.runs) bytes += r.text.size();
   }
-  out.reserve(bytes / 3 + 4 * doc.blocks.size() + 4);
+  out.reserve((granularity == Granularity::runs ? 3 * runs : bytes / 3) + 4 * doc.blocks.size() + 4);
   block.reserve(std::min<std::size_t>(out.capacity(), 256));
   bool quote_open = false;
   const Block* previous = nullptr;
   for (const Block& b : doc.blocks) {
     block.clear();
     bool quoted = mode == Mode::telegram && b.quote_depth > 0;
-    BlockWriter(mode, escape, false, limits.unit, doc, block).Write(b);
+    BlockWriter(mode, escape, false, limits.unit, granularity, doc, block).Write(b);
     if (mode != Mode::plain && !Fits(block, quoted ? &quote : nullptr, limits)) {
       block.clear();
-      BlockWriter(Mode::plain, escape, true, limits.unit, doc, block).Write(b);
+      BlockWriter(Mode::plain, escape, true, limits.unit, granularity, doc, block).Write(b);
       quoted = false;
     }
     if (quote_open && !quoted) {

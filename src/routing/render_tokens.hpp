@@ -45,10 +45,19 @@ struct TokenLimits {
   std::size_t reserve = 0;  // kept free in every part (the "(i/N)" label)
 };
 
+// How finely text is cut into tokens. `words`: each word a token, each run of spaces a token, the
+// form a split needs. `runs`: a run of text (one style) as one token between its leading and
+// trailing spaces: the same text and markup in fewer tokens, with nowhere to cut inside a run. A
+// reply that fits one part (most do) needs no cut, and writing it by runs is much cheaper: see
+// SplitWhole.
+enum class Granularity { words, runs };
+
 // The Doc in `dialect`. A block whose markup could leave a part no room for text within
 // `limits` (a code fence with a very long language, a link with a very long URL, a frame the
-// label leaves too little room for) is written without markup, its tokens marked `fallback`.
-std::vector<Token> RenderTokens(const Doc& doc, MarkupDialect dialect, const TokenLimits& limits);
+// label leaves too little room for) is written without markup, its tokens marked `fallback`; the
+// choice does not depend on the granularity.
+std::vector<Token> RenderTokens(const Doc& doc, MarkupDialect dialect, const TokenLimits& limits,
+                                Granularity granularity = Granularity::words);
 
 // Plain text (no Markdown, no escaping; valid UTF-8) as words, spaces, line breaks and paragraph
 // breaks (a blank line), the form the splitter cuts: SplitText.
