@@ -298,6 +298,10 @@ class RouterStore {
   Result<std::vector<InboxEntry>> ReceiptsFromIndex(Result<std::vector<InboxEntry>> entries);
   Result<std::int64_t> InsertInbox(std::string_view op, const ThreadRef& thread, std::string_view session,
                                    const InboundMessage& message, StoreTime accepted);
+  // The next work row's id, never given before in the file's life. Ids are reserved in the file
+  // (id_blocks) a block at a time, ahead of use, in the transaction that uses the first of them; the
+  // mark is read again after a rollback (Db::rollbacks), which may have taken a reservation back.
+  Result<std::int64_t> NextWorkId();
   Result<std::int64_t> InsertOutbox(std::string_view op, const OutboxEntry& entry);
 
   // The dedupe keys of one kind as the file holds them (dedupe_event, dedupe_message), so that a
@@ -361,6 +365,13 @@ class RouterStore {
   std::optional<std::uint64_t> counted_at_;  // db_->rollbacks() when counts_ was taken; none: never
   RouteCache routes_;
   DedupeMirror dedupe_;
+  struct IdBlock {
+    std::int64_t next = 0;      // the next id to give
+    std::int64_t reserved = 0;  // ids below it are reserved in the file
+    std::optional<std::uint64_t> at;  // db_->rollbacks() when `reserved` was last known right; none: not read
+  };
+  static constexpr std::int64_t kWorkIdBlock = 1024;
+  IdBlock work_ids_;
 };
 
 }  // namespace sessionturn::routing

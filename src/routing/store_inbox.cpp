@@ -58,15 +58,43 @@ Status RequireChange(Db& db, const std::string& what) {
 
 }  // namespace
 
+Result<std::int64_t> RouterStore::NextWorkId() {
+  // Read at the first id and again after any rollback, which may have taken a reservation back (the
+  // ids given under it are skipped) or not (the file's mark is above this store's next id).
+  if (!work_ids_.at || *work_ids_.at != db_->rollbacks()) {
+    auto q = db_->Query("NextWorkId", "SELECT next FROM id_blocks WHERE name = 'work'");
+    if (!q) return Fail(q.error());
+    auto row = q->Step();
+    if (!row) return Fail(row.error());
+    if (!*row) return Fail(Errc::io_error, "router store " + path_ + ": id_blocks has no row for work ids");
+    work_ids_.next = std::max(work_ids_.next, q->Int(0));
+    work_ids_.reserved = work_ids_.next;
+    work_ids_.at = db_->rollbacks();
+  }
+  if (work_ids_.next >= work_ids_.reserved) {
+    const std::int64_t until = work_ids_.next + kWorkIdBlock;
+    auto q = db_->Query("NextWorkId", "UPDATE id_blocks SET next = ?1 WHERE name = 'work' AND next <= ?1");
+    if (!q) return Fail(q.error());
+    if (auto st = q->Exec(until); !st) return Fail(st.error());
+    if (db_->Changes() != 1)
+      return Fail(Errc::io_error, "router store " + path_ + ": cannot reserve work ids up to " + std::to_string(until) +
+                                      ": id_blocks holds a higher mark or none (written by another store?)");
+    work_ids_.reserved = until;
+  }
+  return work_ids_.next++;
+}
+
 Result<std::int64_t> RouterStore::InsertInbox(std::string_view op, const ThreadRef& thread, std::string_view session,
                                               const InboundMessage& message, StoreTime accepted) {
+  auto id = NextWorkId();
+  if (!id) return Fail(id.error());
   auto q = db_->Query(op, R"sql(
-    INSERT INTO work (platform, workspace, chat, thread, session, author_id, message, accepted_ms)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8))sql");
+    INSERT INTO work (id, platform, workspace, chat, thread, session, author_id, message, accepted_ms)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9))sql");
   if (!q) return Fail(q.error());
-  if (auto st = q->Exec(thread, session, message.author_id, InboundMessageToJsonText(message), accepted); !st)
+  if (auto st = q->Exec(*id, thread, session, message.author_id, InboundMessageToJsonText(message), accepted); !st)
     return Fail(st.error());
-  return db_->LastInsertId();
+  return *id;
 }
 
 Result<std::int64_t> RouterStore::AddInbox(const ThreadRef& thread, std::string_view session,

@@ -226,6 +226,47 @@ DROP TABLE turns;
 ALTER TABLE bot_messages ADD COLUMN inbox_id INTEGER NOT NULL DEFAULT 0;
 )sql";
 
+// v8. The work table without AUTOINCREMENT, which made every message's INSERT read and rewrite the
+// table's row in sqlite_sequence (two fifths of the insert's cost). Ids are still never reused (a
+// bot-message index entry names its row by id, and outlives it): the store hands them out itself and
+// reserves them ahead in id_blocks, a block at a time (RouterStore::NextWorkId), so the file always
+// holds a value above every id ever given. It starts above the old sequence and every row.
+constexpr std::string_view kSchemaV8 = R"sql(
+CREATE TABLE work_v8 (
+  id INTEGER PRIMARY KEY,  -- from id_blocks: never reused
+  platform TEXT NOT NULL, workspace TEXT NOT NULL, chat TEXT NOT NULL, thread TEXT NOT NULL,
+  session TEXT NOT NULL,
+  author_id TEXT NOT NULL DEFAULT '',
+  message TEXT NOT NULL,  -- the InboundMessage as accepted, JSON
+  accepted_ms INTEGER NOT NULL,
+  edited_text TEXT,       -- NULL: not edited
+  deleted INTEGER NOT NULL DEFAULT 0,
+  receipt_id TEXT NOT NULL DEFAULT '',
+  request_id TEXT,        -- NULL: waiting; set: its turn is in flight
+  placeholder_id TEXT NOT NULL DEFAULT '',
+  last_event_id INTEGER NOT NULL DEFAULT 0,
+  journal_id TEXT NOT NULL DEFAULT '',
+  turn_id TEXT NOT NULL DEFAULT '',
+  revision INTEGER NOT NULL DEFAULT 0,
+  started_ms INTEGER      -- NULL while waiting
+);
+INSERT INTO work_v8 (id, platform, workspace, chat, thread, session, author_id, message, accepted_ms, edited_text,
+                     deleted, receipt_id, request_id, placeholder_id, last_event_id, journal_id, turn_id, revision,
+                     started_ms)
+  SELECT id, platform, workspace, chat, thread, session, author_id, message, accepted_ms, edited_text, deleted,
+         receipt_id, request_id, placeholder_id, last_event_id, journal_id, turn_id, revision, started_ms
+  FROM work ORDER BY id;
+-- The next id never given: past the old sequence, every row, and every id the bot-message index names.
+CREATE TABLE id_blocks (name TEXT PRIMARY KEY, next INTEGER NOT NULL);
+INSERT INTO id_blocks (name, next) SELECT 'work', max(
+    COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'work'), 0),
+    COALESCE((SELECT max(id) FROM work), 0),
+    COALESCE((SELECT max(inbox_id) FROM bot_messages), 0)) + 1;
+DROP TABLE work;
+ALTER TABLE work_v8 RENAME TO work;
+CREATE UNIQUE INDEX work_by_request ON work (request_id) WHERE request_id IS NOT NULL;
+)sql";
+
 // Append only: a released step never changes, since stores in the field already ran it. A v2 is a
 // new entry after v1, e.g.
 //   {2, "v2: outbox entries remember their message ids",
@@ -241,6 +282,7 @@ constexpr SchemaStep kSchemaSteps[] = {
     {5, "v5: a cheaper intake (dedupe keys appended, no inbox index by session)", kSchemaV5},
     {6, "v6: no bot-message index by session (read by a Session's delete only)", kSchemaV6},
     {7, "v7: a message and its turn in one row (a turn's start is an UPDATE)", kSchemaV7},
+    {8, "v8: work ids reserved in blocks (no AUTOINCREMENT)", kSchemaV8},
 };
 
 }  // namespace

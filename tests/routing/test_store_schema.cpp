@@ -41,8 +41,8 @@ TEST_CASE("store schema: a new store is at this build's version with every table
   TempDir dir;
   const std::string path = dir.File("router.db");
   OpenStore(path).reset();
-  REQUIRE(SchemaVersion() == 7);
-  REQUIRE(SchemaSteps().size() == 7);
+  REQUIRE(SchemaVersion() == 8);
+  REQUIRE(SchemaSteps().size() == 8);
   RawDb raw(path);
   CHECK(raw.Int("PRAGMA user_version") == SchemaVersion());
   for (const char* table : {"bindings", "chat_sessions", "current_sessions", "bot_messages", "dedupe_event", "dedupe_message", "work",
@@ -243,7 +243,7 @@ TEST_CASE("store schema: a v6 store's inbox and turns become one table at v7, id
   auto store = OpenStore(path);
   {
     RawDb raw(path);
-    CHECK(raw.Int("PRAGMA user_version") == 7);
+    CHECK(raw.Int("PRAGMA user_version") == SchemaVersion());
     CHECK(raw.Int("SELECT count(*) FROM sqlite_schema WHERE name IN ('inbox', 'turns')") == 0);
     CHECK(raw.Int("SELECT count(*) FROM work") == 4);
     CHECK(raw.Int("SELECT count(*) FROM pragma_table_info('bot_messages') WHERE name = 'inbox_id'") == 1);
@@ -292,6 +292,53 @@ TEST_CASE("store schema: a v6 store's inbox and turns become one table at v7, id
   reply.parts = {"done"};
   REQUIRE(store->CompleteTurn(reply));
   CHECK(store->ListTurns()->size() == 2);
+}
+
+TEST_CASE("store schema: a v7 store's work rows keep their ids at v8, and new ids start past every id used",
+          "[routing][store]") {
+  TempDir dir;
+  const std::string path = dir.File("router.db");
+  // The sequence stands at 9 (rows 6 to 9 were removed), and the bot-message index names row 12,
+  // which a store that lost its sequence row could otherwise hand out again.
+  WriteAtVersion(path, 7, R"sql(
+    INSERT INTO work (id, platform, workspace, chat, thread, session, author_id, message, accepted_ms, request_id,
+                      placeholder_id, started_ms) VALUES
+      (3, 'slack', 'W1', 'C1', 'T1', 'one', 'U1', '{"platform":"slack","chat":"C1","message_id":"m3","text":"three"}', 30, NULL, '', NULL),
+      (5, 'slack', 'W1', 'C1', 'T2', 'two', 'U2', '{"platform":"slack","chat":"C1","message_id":"m5","text":"five"}', 50, 'req-5', 'ph-5', 55),
+      (9, 'slack', 'W1', 'C1', 'T3', 'two', 'U2', '{"platform":"slack","chat":"C1","message_id":"m9","text":"nine"}', 90, NULL, '', NULL);
+    DELETE FROM work WHERE id = 9;
+    INSERT INTO bot_messages (platform, workspace, chat, message_id, session, kind, inbox_id)
+      VALUES ('slack', 'W1', 'C1', 'p12', 'two', 'placeholder', 12);)sql");
+  {
+    RawDb raw(path);
+    REQUIRE(raw.Int("SELECT seq FROM sqlite_sequence WHERE name = 'work'") == 9);
+  }
+  auto store = OpenStore(path);
+  {
+    RawDb raw(path);
+    CHECK(raw.Int("PRAGMA user_version") == 8);
+    CHECK(raw.Int("SELECT count(*) FROM sqlite_schema WHERE name = 'work' AND sql LIKE '%AUTOINCREMENT%'") == 0);
+    CHECK(raw.Int("SELECT count(*) FROM sqlite_sequence WHERE name = 'work'") == 0);
+    CHECK(raw.Int("SELECT next FROM id_blocks WHERE name = 'work'") == 13);
+    CHECK(raw.Int("SELECT count(*) FROM sqlite_schema WHERE name = 'work_by_request'") == 1);
+  }
+  auto inbox = store->ListInbox();
+  REQUIRE(inbox);
+  REQUIRE(inbox->size() == 1);
+  CHECK(inbox->at(0).id == 3);
+  CHECK(inbox->at(0).message.text == "three");
+  auto turns = store->ListTurns();
+  REQUIRE(turns);
+  REQUIRE(turns->size() == 1);
+  CHECK(turns->at(0).inbox_id == 5);
+  CHECK(turns->at(0).request_id == "req-5");
+  auto next = store->AddInbox(ThreadRef{"slack", "W1", "C1", "T9"}, "one", inbox->at(0).message, FromUnixMs(900));
+  REQUIRE(next);
+  CHECK(*next == 13);
+  // The partial unique index on request ids is back: a request id in use is refused.
+  auto in_use = store->MoveToTurns(*next, "req-5", FromUnixMs(1000));
+  REQUIRE_FALSE(in_use);
+  CHECK_THAT(in_use.error().message, Catch::Contains("request id req-5 is in use"));
 }
 
 TEST_CASE("store schema: a failing step changes nothing, its version included", "[routing][store]") {

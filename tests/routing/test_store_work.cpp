@@ -127,6 +127,81 @@ TEST_CASE("store: an inbox entry is edited, marked deleted and removed", "[routi
   CHECK(*s.AddInbox(Thread(), "sess", Message("next"), At(2)) > id);
 }
 
+// The file's mark (id_blocks) is above every work id it holds and every id its bot-message index names.
+void CheckIdMark(const std::string& path) {
+  RawDb raw(path);
+  const std::int64_t mark = raw.Int("SELECT next FROM id_blocks WHERE name = 'work'");
+  CHECK(mark > raw.Int("SELECT COALESCE(max(id), 0) FROM work"));
+  CHECK(mark > raw.Int("SELECT COALESCE(max(inbox_id), 0) FROM bot_messages"));
+}
+
+TEST_CASE("store: work ids are never given twice: across a restart, a rollback and a block's end", "[routing][store]") {
+  Fixture f;
+  std::vector<std::int64_t> given;
+  for (int i = 0; i < 3; ++i) given.push_back(*f.store->AddInbox(Thread(), "sess", Message("m"), At(i)));
+  CHECK(given[1] > given[0]);
+  CHECK(given[2] > given[1]);
+  // The newest row goes, and the store closes: the next start gives a higher id all the same.
+  REQUIRE(*f.store->RemoveInbox(given[2]));
+  CheckIdMark(f.path);
+  f.store.reset();
+  f.store = OpenStore(f.path);
+  given.push_back(*f.store->AddInbox(Thread(), "sess", Message("after restart"), At(9)));
+  CHECK(given.back() > given[2]);
+
+  // A batch rolled back takes its rows and its reservation with it; what comes after reserves again,
+  // and an id given in the rolled-back batch is not given again.
+  f.store.reset();
+  {
+    RawDb raw(f.path);
+    // The mark where the next id needs a reservation of its own.
+    raw.Exec("UPDATE id_blocks SET next = (SELECT max(id) FROM work) + 1 WHERE name = 'work'");
+  }
+  f.store = OpenStore(f.path);
+  REQUIRE(f.store->BeginBatch("test"));
+  auto rolled_back = f.store->AcceptMessage(Thread(), "sess", Message("rolled back"), Keys("Ev-rb", "M-rb"), At(10));
+  REQUIRE(rolled_back);
+  REQUIRE(rolled_back->has_value());
+  f.store->AbortBatch();
+  CheckIdMark(f.path);
+  auto kept = f.store->AcceptMessage(Thread(), "sess", Message("kept"), Keys("Ev-k", "M-k"), At(11));
+  REQUIRE(kept);
+  REQUIRE(kept->has_value());
+  CHECK(**kept > **rolled_back);
+  CheckIdMark(f.path);
+
+  // Past a block of reserved ids (1,024), within one batch: the mark moves with them.
+  REQUIRE(f.store->BeginBatch("test"));
+  std::int64_t last = **kept;
+  for (int i = 0; i < 1100; ++i) {
+    auto id = f.store->AddInbox(Thread(), "sess", Message("bulk"), At(20 + i));
+    REQUIRE(id);
+    REQUIRE(*id > last);
+    last = *id;
+  }
+  REQUIRE(f.store->CommitBatch());
+  CheckIdMark(f.path);
+  f.store.reset();
+  f.store = OpenStore(f.path);
+  CHECK(*f.store->AddInbox(Thread(), "sess", Message("last"), At(2000)) > last);
+  CheckIdMark(f.path);
+}
+
+TEST_CASE("store: a work id's reservation that cannot be written fails the message, naming why", "[routing][store]") {
+  Fixture f;
+  f.store.reset();
+  {
+    RawDb raw(f.path);
+    raw.Exec("DELETE FROM id_blocks");
+  }
+  f.store = OpenStore(f.path);
+  auto id = f.store->AddInbox(Thread(), "sess", Message("m"), At(1));
+  REQUIRE_FALSE(id);
+  CHECK(id.error().code == Errc::io_error);
+  CHECK_THAT(id.error().message, Catch::Contains("id_blocks has no row for work ids"));
+  CHECK(f.store->ListInbox()->empty());
+}
+
 TEST_CASE("store: AcceptMessage records the keys and the inbox entry, or nothing for a redelivery",
           "[routing][store]") {
   Fixture f;
