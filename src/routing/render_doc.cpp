@@ -3,9 +3,9 @@
 #include <cmark-gfm-core-extensions.h>
 #include <cmark-gfm.h>
 
+#include <array>
 #include <cstring>
 #include <memory>
-#include <mutex>
 
 #include "routing/render_arena.hpp"
 #include "routing/render_text.hpp"
@@ -36,10 +36,20 @@ struct IterFree {
   void operator()(cmark_iter* it) const { cmark_iter_free(it); }
 };
 
-// The extensions' registry is a process-wide list that registration writes without a lock.
-void RegisterExtensions() {
-  static std::once_flag once;
-  std::call_once(once, [] { cmark_gfm_core_extensions_ensure_registered(); });
+// The extensions a parse attaches, registered and looked up once: the registry is a process-wide list
+// that registration writes without a lock, and a look-up walks it comparing names.
+struct Extensions {
+  std::array<cmark_syntax_extension*, std::size(kExtensions)> found{};
+};
+
+const Extensions& RegisteredExtensions() {
+  static const Extensions extensions = [] {
+    cmark_gfm_core_extensions_ensure_registered();
+    Extensions e;
+    for (std::size_t i = 0; i < e.found.size(); ++i) e.found[i] = cmark_find_syntax_extension(kExtensions[i]);
+    return e;
+  }();
+  return extensions;
 }
 
 bool Is(cmark_node* node, const char* type) {
@@ -352,15 +362,13 @@ std::string PlainLink(std::string_view text, std::string_view url) {
 }
 
 Doc ParseMarkdown(std::string_view markdown) {
-  RegisterExtensions();
+  const Extensions& extensions = RegisteredExtensions();
   // Everything cmark allocates for this parse comes from the arena, given back when the parse is done
   // (after the tree and the parser below, which are freed first).
   const ParseArena arena;
   std::unique_ptr<cmark_parser, ParserFree> parser(cmark_parser_new_with_mem(CMARK_OPT_DEFAULT, arena.mem()));
-  for (const char* name : kExtensions) {
-    if (cmark_syntax_extension* ext = cmark_find_syntax_extension(name))
-      cmark_parser_attach_syntax_extension(parser.get(), ext);
-  }
+  for (cmark_syntax_extension* ext : extensions.found)
+    if (ext) cmark_parser_attach_syntax_extension(parser.get(), ext);
   cmark_parser_feed(parser.get(), markdown.data(), markdown.size());
   std::unique_ptr<cmark_node, NodeFree> root(cmark_parser_finish(parser.get()));
   return Builder(markdown).Build(root.get());

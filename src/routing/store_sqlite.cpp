@@ -37,6 +37,11 @@ Error Db::Failure(std::string_view op) const {
 }
 
 Result<Stmt> Db::Query(std::string_view op, std::string_view sql) {
+  const TextAt at{sql.data(), sql.size()};
+  if (auto known = by_address_.find(at); known != by_address_.end()) {
+    // The same text still (a literal always is): its statement.
+    if (std::string_view(sqlite3_sql(known->second)) == sql) return Stmt(*this, known->second, op);
+  }
   auto it = cache_.find(sql);
   if (it == cache_.end()) {
     sqlite3_stmt* stmt = nullptr;
@@ -47,6 +52,7 @@ Result<Stmt> Db::Query(std::string_view op, std::string_view sql) {
       return Fail(Failure(op));
     it = cache_.emplace(sql, stmt).first;
   }
+  by_address_[at] = it->second;
   return Stmt(*this, it->second, op);
 }
 

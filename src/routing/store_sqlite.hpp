@@ -61,8 +61,20 @@ class Db {
 
   std::string path_;
   sqlite3* db_ = nullptr;
-  // Keyed by the query's text (a literal at its one call site), so one query is one statement.
+  // Keyed by the query's text (a literal at its one call site), so one query is one statement; owns
+  // the statements.
   std::unordered_map<std::string_view, sqlite3_stmt*> cache_;
+  // The same statements by where the text is: a literal's address names it at the cost of hashing a
+  // pointer, not the whole text, on every query. Checked against the statement's text on use.
+  struct TextAt {
+    const char* data;
+    std::size_t size;
+    bool operator==(const TextAt&) const = default;
+  };
+  struct TextAtHash {
+    std::size_t operator()(const TextAt& t) const noexcept { return std::hash<const char*>()(t.data) ^ t.size; }
+  };
+  std::unordered_map<TextAt, sqlite3_stmt*, TextAtHash> by_address_;
   std::uint64_t rollbacks_ = 0;
   std::optional<std::string> spoiled_;
 };
