@@ -1,6 +1,9 @@
 #include "routing/render_tokens.hpp"
 
 #include <algorithm>
+#include <array>
+#include <iterator>
+#include <span>
 #include <string_view>
 
 #include "routing/render_text.hpp"
@@ -382,9 +385,11 @@ Mode ModeFor(MarkupDialect dialect) {
   return Mode::plain;
 }
 
-// Whether every place in `tokens` leaves room for text in a part that starts there: the frames open
-// there reopened, closed again at the end, and the label. `outer` is a frame open around the block.
-bool Fits(const std::vector<Token>& tokens, const Token* outer, const TokenLimits& limits) {
+// Whether every place in a block's tokens (`all` from `from` on) leaves room for text in a part that
+// starts there: the frames open there reopened, closed again at the end, and the label. `outer` is a
+// frame open around the block.
+bool Fits(const std::vector<Token>& all, std::size_t from, const Token* outer, const TokenLimits& limits) {
+  const std::span<const Token> tokens(all.begin() + static_cast<std::ptrdiff_t>(from), all.end());
   std::vector<const Token*> stack;
   std::size_t opens = 0, closes = 0, cont = 0;
   if (outer) {
@@ -451,7 +456,6 @@ std::vector<Token> RenderTokens(const Doc& doc, MarkupDialect dialect, const Tok
   quote.block_frame = true;
 
   std::vector<Token> out;
-  std::vector<Token> block;
   // About a word and a space per six bytes of text, and a few tokens of markup per block: the
   // vectors grow once, not token by token (moving every token each time).
   // By runs: a text and its two spaces per run (a code line is a run), and the same markup.
@@ -462,28 +466,34 @@ std::vector<Token> RenderTokens(const Doc& doc, MarkupDialect dialect, const Tok
     for (const Run& r : b.runs) bytes += r.text.size();
   }
   out.reserve((granularity == Granularity::runs ? 3 * runs : bytes / 3) + 4 * doc.blocks.size() + 4);
-  block.reserve(std::min<std::size_t>(out.capacity(), 256));
   bool quote_open = false;
   const Block* previous = nullptr;
   for (const Block& b : doc.blocks) {
-    block.clear();
-    bool quoted = mode == Mode::telegram && b.quote_depth > 0;
-    BlockWriter(mode, escape, false, limits.unit, granularity, doc, block).Write(b);
-    if (mode != Mode::plain && !Fits(block, quoted ? &quote : nullptr, limits)) {
-      block.clear();
-      BlockWriter(Mode::plain, escape, true, limits.unit, granularity, doc, block).Write(b);
+    const bool in_quote = mode == Mode::telegram && b.quote_depth > 0;
+    // What comes before the block's own tokens depends on whether it keeps its markup (a quote frame
+    // does not hold a block written plain), so the block is written first, at the end of `out`, and
+    // the separator and frames are put in front of it.
+    const std::size_t start = out.size();
+    BlockWriter(mode, escape, false, limits.unit, granularity, doc, out).Write(b);
+    bool quoted = in_quote;
+    if (mode != Mode::plain && !Fits(out, start, quoted ? &quote : nullptr, limits)) {
+      out.resize(start);
+      BlockWriter(Mode::plain, escape, true, limits.unit, granularity, doc, out).Write(b);
       quoted = false;
     }
+    std::array<Token, 3> before;
+    std::size_t n = 0;
     if (quote_open && !quoted) {
-      out.push_back(Make(TokenKind::close, "", limits.unit));
+      before[n++] = Make(TokenKind::close, "", limits.unit);
       quote_open = false;
     }
-    if (previous) out.push_back(Make(TokenKind::block_break, Separator(*previous, b), limits.unit));
+    if (previous) before[n++] = Make(TokenKind::block_break, Separator(*previous, b), limits.unit);
     if (quoted && !quote_open) {
-      out.push_back(quote);
+      before[n++] = quote;
       quote_open = true;
     }
-    for (Token& t : block) out.push_back(std::move(t));
+    out.insert(out.begin() + static_cast<std::ptrdiff_t>(start), std::make_move_iterator(before.begin()),
+               std::make_move_iterator(before.begin() + static_cast<std::ptrdiff_t>(n)));
     previous = &b;
   }
   if (quote_open) out.push_back(Make(TokenKind::close, "", limits.unit));

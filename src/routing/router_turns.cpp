@@ -369,6 +369,7 @@ TurnOptions Router::Impl::OptionsFor(const std::shared_ptr<TurnRun>& turn) {
     bool post = false;
     {
       std::lock_guard lock(turn->signals_mu);
+      if (turn->signals.capacity() == 0) turn->signals.reserve(4);  // a turn's first events come together
       turn->signals.push_back(std::move(*signal));
       post = !std::exchange(turn->signals_posted, true);
     }
@@ -480,6 +481,10 @@ void Router::Impl::OnSignals(const std::shared_ptr<TurnRun>& turn) {
   bool changed = false;
   for (const TurnSignal& signal : batch) changed = OnEvent(turn, signal) || changed;
   if (changed) ShowProgress(turn);
+  // Handed back, empty, for the turn's next events: its room is not allocated again.
+  batch.clear();
+  std::lock_guard lock(turn->signals_mu);
+  if (turn->signals.empty()) turn->signals.swap(batch);
 }
 
 bool Router::Impl::OnEvent(const std::shared_ptr<TurnRun>& turn, const TurnSignal& e) {
