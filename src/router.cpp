@@ -4,6 +4,7 @@
 #include <future>
 
 #include "blocking.hpp"
+#include "routing/join_key.hpp"
 #include "routing/router_impl.hpp"
 
 namespace sessionturn {
@@ -111,7 +112,7 @@ void Router::Impl::Bump(std::uint64_t RouterStats::*counter, std::uint64_t by) {
 }
 
 std::string Router::Impl::ChatKey(const ThreadRef& where) {
-  return where.platform + '\x1f' + where.workspace + '\x1f' + where.chat;
+  return routing::JoinKey({where.platform, where.workspace, where.chat});
 }
 
 routing::SessionRun& Router::Impl::SessionFor(const std::string& name, std::size_t route) {

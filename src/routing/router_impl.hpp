@@ -318,7 +318,7 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   static Status CheckInbound(const InboundMessage& m);
   // One message: its disposition, and the waiting entry to queue once the batch is committed.
   Result<Disposition> Intake(InboundMessage message, std::optional<routing::Waiting>* accepted);
-  Result<std::string> SessionOf(const InboundMessage& message, std::size_t route);
+  Result<std::string> SessionOf(const InboundMessage& message, const ThreadRef& where);
   Result<Disposition> OnEdited(const InboundMessage& message);
   // The author edited or deleted the message of a turn in flight: changed in the runtime while it is
   // queued there (message.edit / message.remove with the revision), else a note that it runs as sent.

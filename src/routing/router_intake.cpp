@@ -5,6 +5,7 @@
 
 #include "routing/answers.hpp"
 #include "routing/commands.hpp"
+#include "routing/join_key.hpp"
 #include "routing/router_impl.hpp"
 #include "sessionturn/render.hpp"
 
@@ -12,13 +13,13 @@ namespace sessionturn {
 
 using routing::DedupeKey;
 using routing::DedupeKind;
+using routing::JoinKey;
 
 namespace {
 
 std::array<DedupeKey, 2> KeysOf(const InboundMessage& m) {
-  const char sep = '\x1f';
-  return {DedupeKey{DedupeKind::message, m.platform + sep + m.workspace + sep + m.chat + sep + m.message_id},
-          DedupeKey{DedupeKind::event, m.event_id.empty() ? std::string() : m.platform + sep + m.event_id}};
+  return {DedupeKey{DedupeKind::message, JoinKey({m.platform, m.workspace, m.chat, m.message_id})},
+          DedupeKey{DedupeKind::event, m.event_id.empty() ? std::string() : JoinKey({m.platform, m.event_id})}};
 }
 
 std::span<const DedupeKey> Present(const std::array<DedupeKey, 2>& keys) {
@@ -180,7 +181,8 @@ Result<Disposition> Router::Impl::Intake(InboundMessage m, std::optional<routing
     }
     return any;
   };
-  auto session = SessionOf(m, route);
+  ThreadRef where = m.Where();
+  auto session = SessionOf(m, where);
   if (!session) return Fail(session.error());
   if (routing::ParseCommand(m.text, caps, options.bot_username)) {
     auto dup = seen();
@@ -212,7 +214,7 @@ Result<Disposition> Router::Impl::Intake(InboundMessage m, std::optional<routing
     return Disposition::refused;
   }
   routing::Waiting w;
-  w.where = m.Where();
+  w.where = std::move(where);
   auto id = store->AcceptMessage(w.where, s.name, m, Present(keys), std::chrono::system_clock::now());
   if (!id) return Fail(id.error());
   if (!*id) return Disposition::duplicate;
@@ -225,19 +227,17 @@ Result<Disposition> Router::Impl::Intake(InboundMessage m, std::optional<routing
   return Disposition::accepted;
 }
 
-Result<std::string> Router::Impl::SessionOf(const InboundMessage& m, std::size_t route) {
-  (void)route;
-  const ThreadRef where = m.Where();
+Result<std::string> Router::Impl::SessionOf(const InboundMessage& m, const ThreadRef& where) {
   const routing::ChatRef chat = routing::ChatRef::Of(where);
   if (!m.reply_to_message_id.empty()) {
     auto bot = store->FindBotMessage(chat, m.reply_to_message_id);
     if (!bot) return Fail(bot.error());
-    if (*bot) return (*bot)->session;
+    if (*bot) return std::move((*bot)->session);
   }
   if (!where.thread.empty()) {
     auto bound = store->FindBinding(where);
     if (!bound) return Fail(bound.error());
-    if (*bound) return (*bound)->session;
+    if (*bound) return std::move((*bound)->session);
     std::string name = SessionName(options.session_prefix, where.platform, options.owner_uid, where.chat, where.thread);
     routing::Binding b{where, name, std::chrono::system_clock::now(), false};
     if (auto st = store->BindThread(b); !st) return Fail(st.error());
@@ -246,7 +246,7 @@ Result<std::string> Router::Impl::SessionOf(const InboundMessage& m, std::size_t
   }
   auto current = store->Current(chat);
   if (!current) return Fail(current.error());
-  if (*current) return **current;
+  if (*current) return std::move(**current);
   std::string name = SessionName(options.session_prefix, where.platform, options.owner_uid, where.chat, "");
   if (auto st = store->AddChatSession({chat, name, std::chrono::system_clock::now(), {}}); !st) return Fail(st.error());
   if (auto st = store->SetCurrent(chat, name); !st) return Fail(st.error());

@@ -32,8 +32,10 @@ std::shared_ptr<LiveMessage> Router::Impl::PostLive(const ThreadRef& where, std:
   live->where = where;
   live->wanted = markdown;
   live->posting = true;
-  adapter.AsyncPost(where, OutboundMessage{Render(markdown), {}, reply_to},
-                    OnStrand<Result<std::string>>([live, markdown, session](Impl& r, Result<std::string> id) {
+  OutboundMessage post{Render(markdown), {}, reply_to};
+  adapter.AsyncPost(where, std::move(post),
+                    OnStrand<Result<std::string>>([live, markdown = std::move(markdown), session](
+                                                      Impl& r, Result<std::string> id) {
                       live->posting = false;
                       if (!id) {
                         // The reply is then posted as a new message (one, never two).

@@ -247,12 +247,12 @@ void Router::Impl::LaunchTurn(SessionRun& s, Waiting w, std::string id, Status r
   }
   auto turn = std::make_shared<TurnRun>();
   turn->session = s.name;
-  turn->request_id = id;
+  turn->request_id = std::move(id);
   turn->inbox_id = w.inbox_id;
-  turn->where = w.where;
+  turn->where = std::move(w.where);
   turn->message = std::move(w.message);
   turn->route = w.route;
-  turn->live = w.receipt;
+  turn->live = std::move(w.receipt);
   turn->started = std::chrono::steady_clock::now();
   SetRunning(s, turn);
   UpdateReceipts(s);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 
+#include "routing/join_key.hpp"
 #include "routing/store.hpp"
 #include "routing/store_sqlite.hpp"
 
@@ -37,11 +38,11 @@ Result<std::int64_t> CountRows(Db& db, std::string_view sql) {
 }
 
 std::string KeyOf(const ThreadRef& t) {
-  return t.platform + '\x1f' + t.workspace + '\x1f' + t.chat + '\x1f' + t.thread;
+  return JoinKey({t.platform, t.workspace, t.chat, t.thread});
 }
 
 std::string KeyOf(const ChatRef& c) {
-  return c.platform + '\x1f' + c.workspace + '\x1f' + c.chat;
+  return JoinKey({c.platform, c.workspace, c.chat});
 }
 
 template <typename Map, typename Value>
