@@ -199,8 +199,8 @@ class RouterStore {
   Status SetCurrent(const ChatRef& chat, std::string_view session);
   Result<std::optional<std::string>> Current(const ChatRef& chat);
 
-  // The bot-message index, bounded by limits().bot_messages (the oldest indexed evicted first).
-  // Indexing a message again updates its session and kind.
+  // The bot-message index, bounded by limits().bot_messages (the oldest indexed evicted first; in a
+  // batch, once, at its commit). Indexing a message again updates its session and kind.
   Status IndexBotMessage(const BotMessage& message);
   Result<std::optional<BotMessage>> FindBotMessage(const ChatRef& chat, std::string_view message_id);
 
@@ -344,6 +344,8 @@ class RouterStore {
     std::int64_t bot_messages = 0;
   };
   Result<RowCounts*> Counts();
+  // The oldest bot messages past limits().bot_messages deleted (IndexBotMessage; in a batch, at its commit).
+  Status EvictBotMessages();
 
   // Thread bindings and current Sessions as last read or written here, by key (KeyOf): the router
   // looks one up for every message. Only this store writes them (the file is locked), so an entry is
@@ -363,6 +365,7 @@ class RouterStore {
   int lock_fd_ = -1;  // flock(LOCK_EX) on <path>.lock, held while open
   RowCounts counts_;
   std::optional<std::uint64_t> counted_at_;  // db_->rollbacks() when counts_ was taken; none: never
+  bool evict_bots_at_commit_ = false;        // the open batch took the bot-message index past its bound
   RouteCache routes_;
   DedupeMirror dedupe_;
   struct IdBlock {

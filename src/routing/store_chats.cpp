@@ -270,17 +270,31 @@ Status RouterStore::IndexBotMessage(const BotMessage& m) {
     auto second = reply ? insert() : update();
     if (!second) return Fail(second.error());
   }
-  const auto excess = (*counts)->bot_messages - static_cast<std::int64_t>(limits_.bot_messages);
-  if (excess > 0) {
-    // The oldest rows past the bound: a range of the rowid up to the excess-th lowest.
-    auto evict = db_->Query("IndexBotMessage", R"sql(
-      DELETE FROM bot_messages WHERE seq <= (SELECT seq FROM bot_messages ORDER BY seq LIMIT 1 OFFSET ?1 - 1))sql");
-    if (!evict) return Fail(evict.error());
-    if (auto st = evict->Exec(excess); !st) return st;
-    (*counts)->bot_messages -= db_->Changes();
-    if (db_->Changes() != excess) counted_at_.reset();  // the count was off: taken again next time
+  if ((*counts)->bot_messages > static_cast<std::int64_t>(limits_.bot_messages)) {
+    // In a batch (the router's records written behind), once, just before its commit: a DELETE per
+    // batch, not per message; the oldest rows stay found until then. The bound holds at every commit.
+    if (batch_) {
+      evict_bots_at_commit_ = true;
+    } else if (auto st = EvictBotMessages(); !st) {
+      return st;
+    }
   }
   return tx->Commit();
+}
+
+Status RouterStore::EvictBotMessages() {
+  auto counts = Counts();
+  if (!counts) return Fail(counts.error());
+  const auto excess = (*counts)->bot_messages - static_cast<std::int64_t>(limits_.bot_messages);
+  if (excess <= 0) return {};
+  // The oldest rows past the bound: a range of the rowid up to the excess-th lowest.
+  auto evict = db_->Query("IndexBotMessage", R"sql(
+    DELETE FROM bot_messages WHERE seq <= (SELECT seq FROM bot_messages ORDER BY seq LIMIT 1 OFFSET ?1 - 1))sql");
+  if (!evict) return Fail(evict.error());
+  if (auto st = evict->Exec(excess); !st) return st;
+  (*counts)->bot_messages -= db_->Changes();
+  if (db_->Changes() != excess) counted_at_.reset();  // the count was off: taken again next time
+  return {};
 }
 
 Result<std::optional<BotMessage>> RouterStore::FindBotMessage(const ChatRef& chat, std::string_view message_id) {

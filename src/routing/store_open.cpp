@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "routing/store.hpp"
 #include "routing/store_schema.hpp"
@@ -187,8 +188,11 @@ Status RouterStore::BeginBatch(std::string_view op) {
 Status RouterStore::CommitBatch(Checkpoint checkpoint) {
   if (!batch_) return Fail(Errc::invalid_argument, "router store " + path_ + ": no batch is open");
   auto tx = std::move(batch_);
-  // The batch's dedupe eviction, in it: a failure here rolls all of it back (tx's destructor).
+  // The batch's evictions, in it: a failure here rolls all of it back (tx's destructor).
   if (auto st = EvictDedupeAtCommit(); !st) return st;
+  if (std::exchange(evict_bots_at_commit_, false)) {
+    if (auto st = EvictBotMessages(); !st) return st;
+  }
   if (checkpoint == Checkpoint::as_due) return tx->Commit();  // on failure its destructor rolls it back
   // The automatic checkpoint is the WAL hook sqlite3_wal_autocheckpoint installs, run after each
   // commit that leaves the WAL at or past its threshold: off for this commit only.
@@ -202,6 +206,7 @@ Status RouterStore::CommitBatch(Checkpoint checkpoint) {
 void RouterStore::AbortBatch() {
   batch_.reset();
   dedupe_.evict_at_commit[0] = dedupe_.evict_at_commit[1] = false;  // rolled back: the mirror reloads
+  evict_bots_at_commit_ = false;                                      // and the counts are taken again
 }
 
 }  // namespace sessionturn::routing

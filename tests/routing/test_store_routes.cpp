@@ -310,6 +310,58 @@ TEST_CASE("store: a key forgotten and remembered again is not evicted by its old
   CHECK(*store->SeenOrRemember(DedupeKind::event, "k"));
 }
 
+TEST_CASE("store: in a batch, the bot messages past the bound are evicted once, at its commit", "[routing][store]") {
+  TempDir dir;
+  const std::string path = dir.File("router.db");
+  StoreLimits limits;
+  limits.bot_messages = 3;
+  auto store = OpenStore(path, limits);
+  auto& s = *store;
+  const ChatRef chat{"slack", "T1", "C1"};
+  auto index = [&](const std::string& id) {
+    REQUIRE(s.IndexBotMessage(BotMessage{chat, id, "sess", BotMessageKind::placeholder, 0}));
+  };
+  for (const char* id : {"b1", "b2", "b3"}) index(id);
+  REQUIRE(s.BeginBatch("test batch"));
+  for (const char* id : {"b4", "b5"}) index(id);
+  // Past the bound in the batch, nothing evicted yet: the oldest are still found.
+  CHECK(s.FindBotMessage(chat, "b1")->has_value());
+  CHECK(s.FindBotMessage(chat, "b2")->has_value());
+  REQUIRE(s.CommitBatch());
+  {
+    RawDb raw(path);
+    CHECK(raw.Int("SELECT count(*) FROM bot_messages") == 3);
+    CHECK(raw.Int("SELECT count(*) FROM bot_messages WHERE message_id IN ('b3', 'b4', 'b5')") == 3);
+  }
+  CHECK_FALSE(s.FindBotMessage(chat, "b1")->has_value());
+  CHECK(s.FindBotMessage(chat, "b3")->has_value());
+
+  // An eviction that fails at the commit rolls the whole batch back, and says why.
+  {
+    RawDb raw(path);
+    raw.Exec("CREATE TRIGGER fail_evict BEFORE DELETE ON bot_messages BEGIN SELECT RAISE(ABORT, 'no eviction'); END");
+  }
+  REQUIRE(s.BeginBatch("test batch"));
+  index("b6");
+  auto commit = s.CommitBatch();
+  REQUIRE_FALSE(commit);
+  CHECK_THAT(commit.error().message, Catch::Contains("no eviction"));
+  CHECK_FALSE(s.InBatch());
+  {
+    RawDb raw(path);
+    raw.Exec("DROP TRIGGER fail_evict");
+    CHECK(raw.Int("SELECT count(*) FROM bot_messages WHERE message_id = 'b6'") == 0);
+    CHECK(raw.Int("SELECT count(*) FROM bot_messages") == 3);
+  }
+  // Outside a batch, each index evicts at once, as before.
+  index("b6");
+  CHECK_FALSE(s.FindBotMessage(chat, "b3")->has_value());
+  store.reset();
+  RawDb raw(path);
+  CHECK(raw.Int("SELECT count(*) FROM bot_messages") == 3);
+  CHECK(raw.Int("SELECT count(*) FROM bot_messages WHERE message_id IN ('b4', 'b5', 'b6')") == 3);
+}
+
 TEST_CASE("store: in a batch, the dedupe keys past the bound are evicted once, at its commit", "[routing][store]") {
   TempDir dir;
   const std::string path = dir.File("router.db");
