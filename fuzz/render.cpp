@@ -82,6 +82,8 @@ void CheckWhole(const sessionturn::render::Doc& doc, const sessionturn::RenderOp
   split.entities = o.dialect != MarkupDialect::plain;
   const render::TokenLimits limits{o.max_length, o.unit, 0};
   const auto whole = render::SplitWhole(render::RenderTokens(doc, o.dialect, limits, render::Granularity::runs), split);
+  // RenderReply skips the shortcut past this bound: the shortcut must refuse such a reply.
+  if (whole && render::ShownAtLeast(doc) > split.soft_length) std::abort();
   if (!whole) return;
   const auto general = render::Split(render::RenderTokens(doc, o.dialect, limits, render::Granularity::words), split);
   if (!general || general->size() != whole->size()) std::abort();

@@ -150,12 +150,16 @@ Result<std::vector<RenderedPart>> RenderReply(std::string_view markdown, const R
   split.unit = options.unit;
   split.entities = options.dialect != MarkupDialect::plain;
   // Most replies fit one part: written by runs, such a reply is the same text in a fraction of the
-  // tokens. Only one that does not fit is written again, by words, and split.
-  if (auto whole = render::SplitWhole(
-          render::RenderTokens(doc, options.dialect, render::TokenLimits{split.max_length, split.unit, 0},
-                               render::Granularity::runs),
-          split))
-    return Labelled(std::move(*whole), options.label_parts);
+  // tokens. Only one that does not fit is written again, by words, and split; one that shows more
+  // characters than a part holds goes that way at once.
+  const bool may_fit = markdown.size() <= split.soft_length || render::ShownAtLeast(doc) <= split.soft_length;
+  if (may_fit) {
+    if (auto whole = render::SplitWhole(
+            render::RenderTokens(doc, options.dialect, render::TokenLimits{split.max_length, split.unit, 0},
+                                 render::Granularity::runs),
+            split))
+      return Labelled(std::move(*whole), options.label_parts);
+  }
   return SplitLabelled(
       [&](const render::TokenLimits& limits) { return render::RenderTokens(doc, options.dialect, limits); }, split,
       options.label_parts);

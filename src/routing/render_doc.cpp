@@ -1,5 +1,7 @@
 #include "routing/render_doc.hpp"
 
+#include <algorithm>
+
 #include <cmark-gfm-core-extensions.h>
 #include <cmark-gfm.h>
 
@@ -350,6 +352,21 @@ class Builder {
 };
 
 }  // namespace
+
+std::size_t ShownAtLeast(const Doc& doc) {
+  auto count = [](std::string_view text) {
+    return static_cast<std::size_t>(
+        std::count_if(text.begin(), text.end(), [](char c) { return c > ' ' && c < '\x7f'; }));
+  };
+  std::size_t n = 0;
+  for (const Block& b : doc.blocks) {
+    for (const Run& r : b.runs) n += count(r.text);
+    n += count(b.code);
+    for (const auto& row : b.table.rows)
+      for (const std::string& cell : row) n += count(cell);
+  }
+  return n;
+}
 
 std::string PlainLink(std::string_view text, std::string_view url) {
   if (text.empty()) return std::string(url);

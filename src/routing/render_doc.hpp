@@ -55,6 +55,11 @@ struct Doc {
 // be valid UTF-8 (SanitizeUtf8). Raw HTML becomes text; nothing is dropped but empty blocks.
 Doc ParseMarkdown(std::string_view markdown);
 
+// A lower bound of the length of `doc` rendered, in any dialect and unit: its printable ASCII
+// characters but the space (in runs, code and table cells). Each is one unit in every unit, and every
+// dialect shows each of them (escaped maybe, never dropped); whitespace may go at a part's edges.
+std::size_t ShownAtLeast(const Doc& doc);
+
 // How a link reads without markup: "text (url)", or the text alone when it already shows the URL
 // (autolinks, e-mail addresses).
 std::string PlainLink(std::string_view text, std::string_view url);

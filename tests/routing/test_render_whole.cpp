@@ -23,6 +23,7 @@ namespace {
 struct Counts {
   int whole = 0;     // the shortcut taken
   int one_part = 0;  // the general path made at most one part
+  int over_bound = 0;  // the reply shows more characters than a part holds (ShownAtLeast)
   int checked = 0;
 };
 
@@ -52,6 +53,11 @@ void Compare(const std::string& md, MarkupDialect dialect, LengthUnit unit, std:
       CHECK((*whole)[i].fallback == (*general)[i].fallback);
     }
   }
+  if (render::ShownAtLeast(doc) > split.soft_length) {
+    // RenderReply skips the shortcut for such a reply: it must be one the shortcut refuses.
+    ++counts.over_bound;
+    CHECK_FALSE(whole.has_value());
+  }
   if (general->size() <= 1) {
     ++counts.one_part;
     // With soft_length at max_length, one part means no cut was made, and the shortcut sees that.
@@ -77,9 +83,11 @@ TEST_CASE("render: a reply that fits one part, written by runs, reads as one wri
       Compare(md, dialect, unit, max, kMinPartLength + static_cast<std::size_t>(gen.R(static_cast<int>(max))), counts);
     }
   }
-  // The shortcut is taken where it should be, and the comparison above ran on it.
+  // The shortcut is taken where it should be, and the comparison above ran on it; the bound that
+  // skips it was reached.
   CHECK(counts.whole >= counts.checked / 3);
   CHECK(counts.one_part > 0);
+  CHECK(counts.over_bound > counts.checked / 10);
 }
 
 TEST_CASE("render: the by-runs shortcut over random bytes and spaces at every edge", "[render][property]") {
@@ -106,6 +114,16 @@ TEST_CASE("render: the by-runs shortcut over random bytes and spaces at every ed
     }
   }
   CHECK(counts.whole >= counts.checked / 3);
+  CHECK(counts.over_bound > 0);
+}
+
+TEST_CASE("render: a lower bound of a reply's shown length counts what every dialect shows", "[render]") {
+  // Printable ASCII but the space, in runs, code and table cells; not markup, spaces or breaks.
+  const render::Doc doc = render::ParseMarkdown(
+      "**ab** c\\d\n\n```\nx y\n```\n\n| h | i |\n| - | - |\n| 1 | 2 |\n\n[lnk](https://e.com) \xC3\xA9");
+  // ab c \ d (5) + x y (2) + h i 1 2 (4) + lnk (3); the URL and the accented letter are not counted.
+  CHECK(render::ShownAtLeast(doc) == 14);
+  CHECK(render::ShownAtLeast(render::ParseMarkdown("")) == 0);
 }
 
 TEST_CASE("render: RenderReply takes the shortcut and the general path alike", "[render]") {
