@@ -66,15 +66,14 @@ class Splitter {
     return parts;
   }
 
-  // The whole stream as one part, if it fits soft_length with no cut.
+  // The whole stream as one part, if it fits soft_length with no cut: a Part that gives up at its
+  // first overflow.
   std::optional<std::vector<SplitPart>> Whole() {
     std::vector<SplitPart> parts;
-    out_.clear();
-    budget_ = soft_;
-    Cursor c;
+    Position next;
+    Cursor c = Begin(next);
     while (c.token < t_.size())
       if (!Step(c)) return std::nullopt;
-    Position next;
     SplitPart part = Finish(c, next, t_.size(), 0, false);
     if (!part.text.empty()) parts.push_back(std::move(part));
     return parts;
@@ -299,12 +298,18 @@ class Splitter {
     return true;
   }
 
-  Result<SplitPart> Part(Position& next) {
+  // A part's start: nothing written, the soft budget, no cut recorded; the frames open at `next`
+  // reopened.
+  Cursor Begin(const Position& next) {
     out_.clear();
     budget_ = soft_;
     soft_mark_.reset();
     candidates_ = {};
-    Cursor c = Reopen(next);
+    return Reopen(next);
+  }
+
+  Result<SplitPart> Part(Position& next) {
+    Cursor c = Begin(next);
     while (c.token < t_.size()) {
       if (Step(c)) continue;
       bool retry = false;
