@@ -5,7 +5,8 @@
 //  - telegram_html parts have balanced, known tags and no bare '<', '>' or '&';
 //  - the parts hold the reply's text: none is empty unless the whole reply is;
 //  - the shortcut for a reply that fits one part (written by runs, taken whole) reads exactly as
-//    the general path (written by words, split) whenever it is taken.
+//    the general path (written by words, split) whenever it is taken;
+//  - the plain-text fast path (ParsePlainText), when it takes the reply, makes cmark-gfm's Doc.
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -98,7 +99,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::uint8_t knob = size ? data[0] : 0;
   const std::string_view markdown(reinterpret_cast<const char*>(data), size);
   const std::size_t limits[] = {kMinPartLength + knob % 64, std::size_t{256} + knob, 4096};
-  const render::Doc doc = render::ParseMarkdown(render::SanitizeUtf8(markdown));
+  const std::string clean = render::SanitizeUtf8(markdown);
+  const render::Doc doc = render::ParseMarkdown(clean);
+  if (render::ParsePlainText(clean) && !(doc == render::ParseMarkdownWithCmark(clean))) std::abort();
   for (MarkupDialect dialect : {MarkupDialect::telegram_html, MarkupDialect::slack_mrkdwn, MarkupDialect::plain}) {
     for (std::size_t limit : limits) {
       RenderOptions o;

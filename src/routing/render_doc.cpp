@@ -378,7 +378,84 @@ std::string PlainLink(std::string_view text, std::string_view url) {
   return std::string(text) + " (" + std::string(url) + ")";
 }
 
+namespace {
+
+// Bytes a plain line may hold anywhere: letters, digits, the space, punctuation that starts nothing
+// in GFM mid-line, and every byte of a non-ASCII character (the text is valid UTF-8).
+constexpr std::array<bool, 256> kPlainBytes = [] {
+  std::array<bool, 256> t{};
+  for (int c = 0x80; c < 0x100; ++c) t[static_cast<std::size_t>(c)] = true;
+  for (char c = 'a'; c <= 'z'; ++c) t[static_cast<unsigned char>(c)] = true;
+  for (char c = 'A'; c <= 'Z'; ++c) t[static_cast<unsigned char>(c)] = true;
+  for (char c = '0'; c <= '9'; ++c) t[static_cast<unsigned char>(c)] = true;
+  for (char c : std::string_view(" !\"#$%'()+,-./:;=?[]^{}")) t[static_cast<unsigned char>(c)] = true;
+  return t;
+}();
+
+bool IsAsciiDigit(char c) {
+  return c >= '0' && c <= '9';
+}
+
+bool IsW(char c) {
+  return c == 'w' || c == 'W';
+}
+
+// A line no block can start with or be, and in which no inline construct can begin.
+bool PlainLine(std::string_view line) {
+  const auto first = static_cast<unsigned char>(line.front());
+  if (IsAsciiDigit(line.front())) {
+    // "1." and "1)" start an ordered list.
+    const std::size_t after = line.find_first_not_of("0123456789");
+    if (after != std::string_view::npos && (line[after] == '.' || line[after] == ')')) return false;
+  } else if (!(first >= 0x80 || (first >= 'a' && first <= 'z') || (first >= 'A' && first <= 'Z') || first == '"' ||
+               first == '\'' || first == '(')) {
+    return false;
+  }
+  if (line.back() == ' ') return false;  // a hard break, or nothing; either way not text
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (!kPlainBytes[static_cast<unsigned char>(c)]) return false;
+    // Brackets are text unless a link follows ("[text](url)", "[text][label]"; a definition "[label]:"
+    // would start a paragraph, and no plain line starts with '[').
+    if (c == ']' && i + 1 < line.size() && (line[i + 1] == '(' || line[i + 1] == '[' || line[i + 1] == ':'))
+      return false;
+    // The autolink extension's URLs: "scheme://..." and "www.".
+    if (c == ':' && line.substr(i + 1, 2) == "//") return false;
+    if (c == '.' && i >= 3 && IsW(line[i - 1]) && IsW(line[i - 2]) && IsW(line[i - 3])) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<Doc> ParsePlainText(std::string_view markdown) {
+  Doc doc;
+  bool in_paragraph = false;  // a blank line ends one
+  for (std::size_t at = 0; at <= markdown.size();) {
+    const std::size_t end = std::min(markdown.find('\n', at), markdown.size());
+    const std::string_view line = markdown.substr(at, end - at);
+    if (line.empty()) {
+      in_paragraph = false;
+    } else {
+      if (!PlainLine(line)) return std::nullopt;
+      if (!in_paragraph) doc.blocks.emplace_back();
+      std::vector<Run>& runs = doc.blocks.back().runs;
+      if (in_paragraph) runs.push_back(Run{Run::Kind::soft_break, {}, 0, -1});
+      runs.push_back(Run{Run::Kind::text, std::string(line), 0, -1});
+      in_paragraph = true;
+    }
+    at = end + 1;
+  }
+  if (doc.blocks.empty()) return std::nullopt;  // nothing but line ends: cmark's to say
+  return doc;
+}
+
 Doc ParseMarkdown(std::string_view markdown) {
+  if (auto plain = ParsePlainText(markdown)) return std::move(*plain);
+  return ParseMarkdownWithCmark(markdown);
+}
+
+Doc ParseMarkdownWithCmark(std::string_view markdown) {
   const Extensions& extensions = RegisteredExtensions();
   // Everything cmark allocates for this parse comes from the arena, given back when the parse is done
   // (after the tree and the parser below, which are freed first).

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,11 +25,13 @@ struct Run {
   std::string text;
   unsigned style = 0;  // kBold | kItalic | ...
   int link = -1;       // index into Doc::links, -1: not in a link (an image is a link to the image)
+  friend bool operator==(const Run&, const Run&) = default;
 };
 
 struct Table {
   std::vector<char> align;                     // per column: 'l', 'c', 'r' or 0 (none)
   std::vector<std::vector<std::string>> rows;  // cells as text; the first row is the header
+  friend bool operator==(const Table&, const Table&) = default;
 };
 
 struct Block {
@@ -44,16 +47,31 @@ struct Block {
   std::string language;   // code: the info string's first word
   std::string code;       // code: the literal, without its final newline
   Table table;            // table
+  friend bool operator==(const Block&, const Block&) = default;
 };
 
 struct Doc {
   std::vector<Block> blocks;
   std::vector<std::string> links;  // link (and image) destinations
+  friend bool operator==(const Doc&, const Doc&) = default;
 };
 
 // Parses GitHub-flavoured Markdown (tables, strikethrough, autolinks, task lists). `markdown` must
 // be valid UTF-8 (SanitizeUtf8). Raw HTML becomes text; nothing is dropped but empty blocks.
+// Plain text (ParsePlainText) is taken without cmark; the rest is ParseMarkdownWithCmark.
 Doc ParseMarkdown(std::string_view markdown);
+
+// The Doc of a reply in which no character can start any Markdown construct: paragraphs of lines
+// that each start with a letter, a digit not followed by '.' or ')', a quote, '(' or a non-ASCII
+// character, hold none of the characters of emphasis, code, HTML, entities, escapes, tables,
+// strikethrough or e-mail autolinks ("*_`<>&\|~@"), no ']' followed by '(', '[' or ':' (links),
+// no "://" or "www." (URL autolinks), no tab, no control character, and no space at either end. Such a reply reads as its own text, line by
+// line (cmark makes the same Doc of it: test_render_plain.cpp and the render fuzz target compare
+// them); std::nullopt for anything else. cmark's parse costs three fifths of a short reply's render.
+std::optional<Doc> ParsePlainText(std::string_view markdown);
+
+// ParseMarkdown through cmark-gfm whatever the text.
+Doc ParseMarkdownWithCmark(std::string_view markdown);
 
 // A lower bound of the length of `doc` rendered, in any dialect and unit: its printable ASCII
 // characters but the space (in runs, code and table cells). Each is one unit in every unit, and every
