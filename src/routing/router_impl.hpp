@@ -23,6 +23,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "routing/match.hpp"
@@ -231,16 +232,25 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
       if (!self->torn_down) fn(*self);
     });
   }
-  // Wraps a handler so it runs on the strand, holding the router.
+  // Wraps a completion handler so it runs on the strand, holding the router. A completion comes once:
+  // the handler moves to the strand (no copy of what it captured), and a second call (an adapter's
+  // or a backend's bug) is logged and runs nothing.
   template <typename... Args, typename Fn>
   std::function<void(Args...)> OnStrand(Fn&& fn) {
-    return [self = shared_from_this(), fn = std::forward<Fn>(fn)](Args... args) mutable {
-      asio::post(self->strand, [self, fn, tup = std::make_tuple(std::move(args)...)]() mutable {
+    return [self = shared_from_this(), fn = std::forward<Fn>(fn), called = false](Args... args) mutable {
+      if (std::exchange(called, true)) {
+        asio::post(self->strand, [self] { self->Log(LogLevel::error, kCompletedTwice); });
+        return;
+      }
+      asio::post(self->strand, [self, fn = std::move(fn), tup = std::make_tuple(std::move(args)...)]() mutable {
         if (self->torn_down) return;
         std::apply([&](auto&&... a) { fn(*self, std::move(a)...); }, std::move(tup));
       });
     };
   }
+  static constexpr const char* kCompletedTwice =
+      "a completion handler the router gave an adapter or a backend was called a second time: the second call was "
+      "ignored (each Async call completes once)";
   void Log(LogLevel level, const std::string& text) const;
   // ---- the store's commits (router.cpp) ----
   // Records whose loss costs a restart only a convenience (a placeholder's ids, a turn's cursor, a

@@ -382,7 +382,8 @@ TurnOptions Router::Impl::OptionsFor(const std::shared_ptr<TurnRun>& turn) {
   // when the turn began) is enough for a re-attach to find it by its request id.
   o.on_accepted = [weak, turn](const TurnRef& ref) {
     if (auto self = weak.lock()) {
-      self->Run([turn, ref](Impl&) mutable {
+      // A copy of its own, not const (as a capture of the const reference would be): moved, not copied.
+      self->Run([turn, ref = TurnRef(ref)](Impl&) mutable {
         turn->ref = std::move(ref);
         turn->accepted = true;
       });

@@ -61,7 +61,16 @@ class RecordingAdapter : public ChatAdapter {
       held_.push_back([handler = std::move(handler), out = std::move(out)]() mutable { handler(std::move(out)); });
       return;
     }
+    const bool twice = complete_posts_twice;
     lock.unlock();
+    if (twice) {
+      // A broken adapter: the same completion twice, on one handler (a copy of it shares nothing).
+      context_.Post([handler = std::move(handler), out = std::move(out)]() mutable {
+        handler(out);
+        handler(std::move(out));
+      });
+      return;
+    }
     context_.Post([handler = std::move(handler), out = std::move(out)]() mutable { handler(std::move(out)); });
   }
 
@@ -165,6 +174,7 @@ class RecordingAdapter : public ChatAdapter {
   bool fail_edits = false;     // every edit fails
   int rate_limited_edits = 0;  // the next N edits get a 429 (retry after 30 ms)
   bool hold_button_posts = false;  // posts with buttons answer only at ReleaseHeld()
+  bool complete_posts_twice = false;  // every post's handler is called twice (an adapter's bug)
   // Called with each post and edit as it is sent (on the caller's thread, before the platform's
   // answer): a test looks at what the bot had stored by then. Set before the calls.
   std::function<void(const SentOp&)> on_send;

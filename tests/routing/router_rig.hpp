@@ -11,6 +11,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -129,7 +130,7 @@ struct Rig {
                std::function<void(RouterOptions&)> tweak = {},
                std::function<void(LocalBackendOptions&)> tweak_backend = {},
                std::function<std::unique_ptr<SessionBackend>(std::unique_ptr<SessionBackend>)> wrap_backend = {})
-      : context(ContextOptions{2, {}, LogLevel::warning}), adapter(context, std::move(caps)) {
+      : context(ContextOptions{2, CaptureLog(), LogLevel::warning}), adapter(context, std::move(caps)) {
     LocalBackendOptions b;
     b.state_dir = root.path() + "/state";
     b.provider = std::move(provider);
@@ -167,6 +168,24 @@ struct Rig {
     return true;
   }
 
+  LogSink CaptureLog() {
+    return [log = log, stderr_sink = StderrLogSink()](LogLevel level, std::string_view message) {
+      {
+        std::lock_guard lock(log->mu);
+        log->lines.emplace_back(message);
+      }
+      stderr_sink(level, message);
+    };
+  }
+
+  // Log lines at warning and above that hold `needle` (every line still goes to stderr too).
+  int LoggedWith(const std::string& needle) {
+    std::lock_guard lock(log->mu);
+    int n = 0;
+    for (const auto& line : log->lines) n += line.find(needle) != std::string::npos;
+    return n;
+  }
+
   Result<Disposition> Send(InboundMessage m) {
     auto p = std::make_shared<std::promise<Result<Disposition>>>();
     auto f = p->get_future();
@@ -175,6 +194,12 @@ struct Rig {
     return f.get();
   }
 
+  struct Log {
+    std::mutex mu;
+    std::vector<std::string> lines;
+  };
+  // Declared before the Context, whose sink writes here.
+  std::shared_ptr<Log> log = std::make_shared<Log>();
   Context context;
   RecordingAdapter adapter;
   std::unique_ptr<SessionBackend> backend;

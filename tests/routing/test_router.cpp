@@ -111,6 +111,24 @@ TEST_CASE("router: a placeholder that cannot be posted gives exactly one new rep
   CHECK(Posts(rig.adapter.Ops(), "echo #1:") == 1);
 }
 
+TEST_CASE("router: an adapter that completes a post twice has the second completion ignored and logged",
+          "[routing][router]") {
+  TempRoot root;
+  Rig rig(root);
+  rig.adapter.complete_posts_twice = true;
+  REQUIRE(*rig.Send(Msg("1", "hello")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(1));
+  REQUIRE(*rig.Send(Msg("2", "again")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(2));
+  std::this_thread::sleep_for(100ms);
+  // Each reply edited into its placeholder, once; each placeholder's second completion logged.
+  const auto ops = rig.adapter.Ops();
+  CHECK(Posts(ops, "echo #1:") == 0);
+  CHECK(Posts(ops, "echo #2:") == 0);
+  CHECK(rig.router->Stats().replies_delivered == 2);
+  CHECK(rig.LoggedWith("was called a second time") == 2);
+}
+
 TEST_CASE("router: when every edit fails the reply is posted after two attempts at the placeholder", "[routing][router]") {
   TempRoot root;
   Rig rig(root);
