@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -289,9 +290,26 @@ class RouterStore {
  private:
   RouterStore(std::string path, StoreLimits limits, std::unique_ptr<Db> db, int lock_fd);
   // `op`: the public call, for errors.
-  // The UPDATE that starts a turn on a waiting, undeleted row; no row changed: refused.
-  Status StartTurn(std::string_view op, std::int64_t inbox_id, std::string_view request_id, StoreTime started,
-                   std::string_view placeholder_id, const TurnCursor& since);
+  // The UPDATE that starts a turn on a waiting, undeleted row. false: refused, nothing written (no
+  // such row, or the request id names a turn in flight already).
+  Result<bool> StartTurn(std::string_view op, std::int64_t inbox_id, std::string_view request_id, StoreTime started,
+                         std::string_view placeholder_id, const TurnCursor& since);
+  // The turns in flight, request id -> work row id, mirrored in memory (the file is locked: this store
+  // is its only writer), so that a turn's start, end and updates address its row by id and the work
+  // table needs no index by request id (v9). Loaded at first use and again after any rollback.
+  struct StringHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  struct TurnRows {
+    std::unordered_map<std::string, std::int64_t, StringHash, std::equal_to<>> by_request;
+    std::optional<std::uint64_t> at;  // db_->rollbacks() when loaded; none: not loaded
+  };
+  Result<TurnRows*> Turns();
+  // The row of the turn in flight under `request_id`, if any.
+  Result<std::optional<std::int64_t>> TurnRow(std::string_view request_id);
+  // Deletes the turn's row; false when no turn in flight has that request id.
+  Result<bool> DeleteTurn(std::string_view op, std::string_view request_id);
   // Bot messages indexed with a work row's id, the latest for each: receipts and placeholders whose
   // rows do not name them (ListInbox, ListTurns).
   Result<std::unordered_map<std::int64_t, std::string>> PostedFor();
@@ -368,6 +386,7 @@ class RouterStore {
   bool evict_bots_at_commit_ = false;        // the open batch took the bot-message index past its bound
   RouteCache routes_;
   DedupeMirror dedupe_;
+  TurnRows turn_rows_;
   struct IdBlock {
     std::int64_t next = 0;      // the next id to give
     std::int64_t reserved = 0;  // ids below it are reserved in the file

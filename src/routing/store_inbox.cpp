@@ -51,6 +51,10 @@ Result<std::vector<InboxEntry>> ReadAllInbox(Stmt& q, const std::string& path) {
   }
 }
 
+std::string NoTurn(std::string_view request_id) {
+  return "no turn in flight with request id " + std::string(request_id);
+}
+
 Status RequireChange(Db& db, const std::string& what) {
   if (db.Changes() == 0) return Fail(Errc::not_found, what);
   return {};
@@ -206,17 +210,62 @@ Result<std::vector<InboxEntry>> RouterStore::ListInbox(std::string_view session)
   return ReceiptsFromIndex(ReadAllInbox(*q, path_));
 }
 
-Status RouterStore::StartTurn(std::string_view op, std::int64_t inbox_id, std::string_view request_id,
-                             StoreTime started, std::string_view placeholder_id, const TurnCursor& since) {
-  // OR IGNORE: a request id in use by another turn (the partial unique index) leaves the row as it
-  // was, and no row changed.
+Result<RouterStore::TurnRows*> RouterStore::Turns() {
+  if (turn_rows_.at && *turn_rows_.at == db_->rollbacks()) return &turn_rows_;
+  TurnRows fresh;
+  auto q = db_->Query("load the turns in flight", "SELECT request_id, id FROM work WHERE request_id IS NOT NULL");
+  if (!q) return Fail(q.error());
+  for (;;) {
+    auto row = q->Step();
+    if (!row) return Fail(row.error());
+    if (!*row) break;
+    if (!fresh.by_request.emplace(q->Text(0), q->Int(1)).second)
+      return Fail(Errc::io_error, "router store " + path_ + ": two turns in flight have request id " + q->Text(0));
+  }
+  fresh.at = db_->rollbacks();
+  turn_rows_ = std::move(fresh);
+  return &turn_rows_;
+}
+
+Result<std::optional<std::int64_t>> RouterStore::TurnRow(std::string_view request_id) {
+  auto turns = Turns();
+  if (!turns) return Fail(turns.error());
+  auto it = (*turns)->by_request.find(request_id);
+  if (it == (*turns)->by_request.end()) return std::optional<std::int64_t>();
+  return std::optional<std::int64_t>(it->second);
+}
+
+Result<bool> RouterStore::StartTurn(std::string_view op, std::int64_t inbox_id, std::string_view request_id,
+                                    StoreTime started, std::string_view placeholder_id, const TurnCursor& since) {
+  auto turns = Turns();
+  if (!turns) return Fail(turns.error());
+  // A request id names one turn in flight (the mirror stands for v8's unique index on it).
+  if ((*turns)->by_request.contains(request_id)) return false;
   auto q = db_->Query(op, R"sql(
-    UPDATE OR IGNORE work
+    UPDATE work
     SET request_id = ?2, placeholder_id = CASE WHEN ?3 = '' THEN receipt_id ELSE ?3 END, started_ms = ?4,
         last_event_id = ?5, journal_id = ?6
     WHERE id = ?1 AND request_id IS NULL AND deleted = 0)sql");
   if (!q) return Fail(q.error());
-  return q->Exec(inbox_id, request_id, placeholder_id, started, since.last_event_id, since.journal_id);
+  if (auto st = q->Exec(inbox_id, request_id, placeholder_id, started, since.last_event_id, since.journal_id); !st)
+    return Fail(st.error());
+  if (db_->Changes() == 0) return false;
+  (*turns)->by_request.emplace(std::string(request_id), inbox_id);
+  return true;
+}
+
+Result<bool> RouterStore::DeleteTurn(std::string_view op, std::string_view request_id) {
+  auto turns = Turns();
+  if (!turns) return Fail(turns.error());
+  auto it = (*turns)->by_request.find(request_id);
+  if (it == (*turns)->by_request.end()) return false;
+  auto q = db_->Query(op, "DELETE FROM work WHERE id = ?1");
+  if (!q) return Fail(q.error());
+  if (auto st = q->Exec(it->second); !st) return Fail(st.error());
+  const bool deleted = db_->Changes() > 0;
+  (*turns)->by_request.erase(it);
+  if (!deleted) turn_rows_.at.reset();  // the mirror was off: loaded again next time
+  return deleted;
 }
 
 Result<TurnRecord> RouterStore::BeginTurn(std::int64_t inbox_id, std::string_view request_id, StoreTime started,
@@ -250,11 +299,10 @@ Result<TurnRecord> RouterStore::BeginTurn(std::int64_t inbox_id, std::string_vie
   turn.cursor.last_event_id = since.last_event_id;
   turn.cursor.journal_id = since.journal_id;
 
-  if (auto st = StartTurn("BeginTurn", inbox_id, request_id, started, placeholder_id, since); !st)
-    return Fail(st.error());
+  auto begun = StartTurn("BeginTurn", inbox_id, request_id, started, placeholder_id, since);
+  if (!begun) return Fail(begun.error());
   // Nothing written, so the transaction (or the batch it joined) is as it was.
-  if (db_->Changes() == 0)
-    return Fail(Errc::invalid_argument, "request id " + std::string(request_id) + " is in use by a turn");
+  if (!*begun) return Fail(Errc::invalid_argument, "request id " + std::string(request_id) + " is in use by a turn");
   if (auto st = tx->Commit(); !st) return Fail(st.error());
   return turn;
 }
@@ -265,8 +313,9 @@ Status RouterStore::MoveToTurns(std::int64_t inbox_id, std::string_view request_
   auto tx = Transaction::Begin(*db_, "MoveToTurns");
   if (!tx) return Fail(tx.error());
   // The row stays where it is, its message unread: the turn's columns are set in place.
-  if (auto st = StartTurn("MoveToTurns", inbox_id, request_id, started, placeholder_id, since); !st) return st;
-  if (db_->Changes() == 0) {
+  auto begun = StartTurn("MoveToTurns", inbox_id, request_id, started, placeholder_id, since);
+  if (!begun) return Fail(begun.error());
+  if (!*begun) {
     // Deleted, not there (or started already), or the request id in use: BeginTurn says which.
     auto turn = BeginTurn(inbox_id, request_id, started, placeholder_id, since);
     if (!turn) return Fail(turn.error());
@@ -275,26 +324,30 @@ Status RouterStore::MoveToTurns(std::int64_t inbox_id, std::string_view request_
 }
 
 Status RouterStore::SetTurnPlaceholder(std::string_view request_id, std::string_view placeholder_id) {
-  auto q = db_->Query("SetTurnPlaceholder", "UPDATE work SET placeholder_id = ?2 WHERE request_id = ?1");
+  auto row = TurnRow(request_id);
+  if (!row) return Fail(row.error());
+  if (!*row) return Fail(Errc::not_found, NoTurn(request_id));
+  auto q = db_->Query("SetTurnPlaceholder", "UPDATE work SET placeholder_id = ?2 WHERE id = ?1");
   if (!q) return Fail(q.error());
-  if (auto st = q->Exec(request_id, placeholder_id); !st) return st;
-  return RequireChange(*db_, "no turn in flight with request id " + std::string(request_id));
+  if (auto st = q->Exec(**row, placeholder_id); !st) return st;
+  if (db_->Changes() == 0) return Fail(Errc::not_found, NoTurn(request_id));
+  return {};
 }
 
 Status RouterStore::UpdateTurnCursor(std::string_view request_id, const TurnCursor& c) {
+  auto row = TurnRow(request_id);
+  if (!row) return Fail(row.error());
+  if (!*row) return Fail(Errc::not_found, NoTurn(request_id));
   auto q = db_->Query("UpdateTurnCursor", R"sql(
-    UPDATE work SET last_event_id = ?2, journal_id = ?3, turn_id = ?4, revision = ?5
-    WHERE request_id = ?1)sql");
+    UPDATE work SET last_event_id = ?2, journal_id = ?3, turn_id = ?4, revision = ?5 WHERE id = ?1)sql");
   if (!q) return Fail(q.error());
-  if (auto st = q->Exec(request_id, c.last_event_id, c.journal_id, c.turn_id, c.revision); !st) return st;
-  return RequireChange(*db_, "no turn in flight with request id " + std::string(request_id));
+  if (auto st = q->Exec(**row, c.last_event_id, c.journal_id, c.turn_id, c.revision); !st) return st;
+  if (db_->Changes() == 0) return Fail(Errc::not_found, NoTurn(request_id));
+  return {};
 }
 
 Result<bool> RouterStore::FinishTurn(std::string_view request_id) {
-  auto q = db_->Query("FinishTurn", "DELETE FROM work WHERE request_id = ?1");
-  if (!q) return Fail(q.error());
-  if (auto st = q->Exec(request_id); !st) return Fail(st.error());
-  return db_->Changes() > 0;
+  return DeleteTurn("FinishTurn", request_id);
 }
 
 Result<std::vector<TurnRecord>> RouterStore::ListTurns() {

@@ -77,10 +77,9 @@ Result<std::int64_t> RouterStore::AddOutbox(const OutboxEntry& entry) {
 Result<std::int64_t> RouterStore::CompleteTurn(const OutboxEntry& reply) {
   auto tx = Transaction::Begin(*db_, "CompleteTurn");
   if (!tx) return Fail(tx.error());
-  auto finish = db_->Query("CompleteTurn", "DELETE FROM work WHERE request_id = ?1");
-  if (!finish) return Fail(finish.error());
-  if (auto st = finish->Exec(reply.request_id); !st) return Fail(st.error());
-  if (db_->Changes() == 0)
+  auto finished = DeleteTurn("CompleteTurn", reply.request_id);
+  if (!finished) return Fail(finished.error());
+  if (!*finished)
     return Fail(Errc::not_found, "no turn in flight with request id " + reply.request_id + " to complete");
   auto id = InsertOutbox("CompleteTurn", reply);
   if (!id) return Fail(id.error());

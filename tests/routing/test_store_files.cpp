@@ -192,16 +192,16 @@ TEST_CASE("store: a store of a newer schema version is refused naming both versi
   OpenStore(path).reset();
   {
     RawDb raw(path);
-    raw.Exec("PRAGMA user_version = 9");
+    raw.Exec("PRAGMA user_version = " + std::to_string(SchemaVersion() + 1));
   }
   auto s = RouterStore::Open(path);
   REQUIRE_FALSE(s);
   CHECK(s.error().code == Errc::io_error);
-  CHECK_THAT(s.error().message, Catch::Contains("router store " + path + " has schema version 9, newer than this build's " +
-                                                std::to_string(SchemaVersion())));
-  // Refused without a change: the file still says 9, and the lock is free again.
+  CHECK_THAT(s.error().message, Catch::Contains("router store " + path + " has schema version " + std::to_string(SchemaVersion() + 1) +
+                                                ", newer than this build's " + std::to_string(SchemaVersion())));
+  // Refused without a change: the file still says so, and the lock is free again.
   RawDb raw(path);
-  CHECK(raw.Int("PRAGMA user_version") == 9);
+  CHECK(raw.Int("PRAGMA user_version") == SchemaVersion() + 1);
   CHECK(RouterStore::Open(path).error().code == Errc::io_error);
 }
 

@@ -41,8 +41,8 @@ TEST_CASE("store schema: a new store is at this build's version with every table
   TempDir dir;
   const std::string path = dir.File("router.db");
   OpenStore(path).reset();
-  REQUIRE(SchemaVersion() == 8);
-  REQUIRE(SchemaSteps().size() == 8);
+  REQUIRE(SchemaVersion() == 9);
+  REQUIRE(SchemaSteps().size() == 9);
   RawDb raw(path);
   CHECK(raw.Int("PRAGMA user_version") == SchemaVersion());
   for (const char* table : {"bindings", "chat_sessions", "current_sessions", "bot_messages", "dedupe_event", "dedupe_message", "work",
@@ -316,11 +316,10 @@ TEST_CASE("store schema: a v7 store's work rows keep their ids at v8, and new id
   auto store = OpenStore(path);
   {
     RawDb raw(path);
-    CHECK(raw.Int("PRAGMA user_version") == 8);
+    CHECK(raw.Int("PRAGMA user_version") == SchemaVersion());
     CHECK(raw.Int("SELECT count(*) FROM sqlite_schema WHERE name = 'work' AND sql LIKE '%AUTOINCREMENT%'") == 0);
     CHECK(raw.Int("SELECT count(*) FROM sqlite_sequence WHERE name = 'work'") == 0);
     CHECK(raw.Int("SELECT next FROM id_blocks WHERE name = 'work'") == 13);
-    CHECK(raw.Int("SELECT count(*) FROM sqlite_schema WHERE name = 'work_by_request'") == 1);
   }
   auto inbox = store->ListInbox();
   REQUIRE(inbox);
@@ -335,10 +334,54 @@ TEST_CASE("store schema: a v7 store's work rows keep their ids at v8, and new id
   auto next = store->AddInbox(ThreadRef{"slack", "W1", "C1", "T9"}, "one", inbox->at(0).message, FromUnixMs(900));
   REQUIRE(next);
   CHECK(*next == 13);
-  // The partial unique index on request ids is back: a request id in use is refused.
+  // A request id in use is refused (v8's partial unique index, v9's turns in memory).
   auto in_use = store->MoveToTurns(*next, "req-5", FromUnixMs(1000));
   REQUIRE_FALSE(in_use);
   CHECK_THAT(in_use.error().message, Catch::Contains("request id req-5 is in use"));
+}
+
+TEST_CASE("store schema: a v8 store's turns in flight are found by request id at v9, without the index",
+          "[routing][store]") {
+  TempDir dir;
+  const std::string path = dir.File("router.db");
+  WriteAtVersion(path, 8, R"sql(
+    INSERT INTO work (id, platform, workspace, chat, thread, session, author_id, message, accepted_ms, request_id,
+                      placeholder_id, started_ms) VALUES
+      (3, 'slack', 'W1', 'C1', 'T1', 'one', 'U1', '{"platform":"slack","chat":"C1","message_id":"m3","text":"three"}', 30, NULL, '', NULL),
+      (5, 'slack', 'W1', 'C1', 'T2', 'two', 'U2', '{"platform":"slack","chat":"C1","message_id":"m5","text":"five"}', 50, 'req-5', 'ph-5', 55),
+      (7, 'slack', 'W1', 'C1', 'T3', 'two', 'U2', '{"platform":"slack","chat":"C1","message_id":"m7","text":"seven"}', 70, 'req-7', 'ph-7', 75);)sql");
+  {
+    RawDb raw(path);
+    REQUIRE(raw.Int("SELECT count(*) FROM sqlite_schema WHERE name = 'work_by_request'") == 1);
+  }
+  auto store = OpenStore(path);
+  {
+    RawDb raw(path);
+    CHECK(raw.Int("PRAGMA user_version") == 9);
+    CHECK(raw.Int("SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'work'") == 0);
+  }
+  REQUIRE(store->ListTurns()->size() == 2);
+  // Each turn found by its request id: its cursor and placeholder updated, then it ends.
+  REQUIRE(store->UpdateTurnCursor("req-7", TurnCursor{12, "j1", "turn-3", 2}));
+  REQUIRE(store->SetTurnPlaceholder("req-7", "ph-7b"));
+  auto turns = store->ListTurns();
+  REQUIRE(turns);
+  REQUIRE(turns->size() == 2);
+  CHECK(turns->at(1).request_id == "req-7");
+  CHECK(turns->at(1).cursor.last_event_id == 12);
+  CHECK(turns->at(1).placeholder_id == "ph-7b");
+  CHECK(turns->at(0).placeholder_id == "ph-5");
+  CHECK(store->UpdateTurnCursor("req-9", TurnCursor{}).error().code == Errc::not_found);
+  CHECK(store->SetTurnPlaceholder("req-9", "x").error().code == Errc::not_found);
+  // A request id in flight is refused to another message; once its turn ended, it is free.
+  CHECK_FALSE(store->MoveToTurns(3, "req-5", FromUnixMs(100)));
+  REQUIRE(*store->FinishTurn("req-5"));
+  CHECK_FALSE(*store->FinishTurn("req-5"));
+  REQUIRE(store->MoveToTurns(3, "req-5", FromUnixMs(100)));
+  turns = store->ListTurns();
+  REQUIRE(turns);
+  REQUIRE(turns->size() == 2);
+  CHECK(turns->at(1).inbox_id == 3);
 }
 
 TEST_CASE("store schema: a failing step changes nothing, its version included", "[routing][store]") {

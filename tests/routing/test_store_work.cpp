@@ -466,6 +466,43 @@ TEST_CASE("store: MoveToTurns moves an entry as BeginTurn does, and refuses the 
   CHECK(s.ListTurns()->size() == 3);
 }
 
+// The turns in flight are kept in memory by request id (v9): what a rolled-back batch started or
+// ended is as it was in the file afterwards, and a store opened again finds them from the file.
+TEST_CASE("store: turns started or ended in a rolled-back batch are as the file says afterwards", "[routing][store]") {
+  Fixture f;
+  auto& s = *f.store;
+  const auto a = *s.AddInbox(Thread(), "sess", Message("a"), At(1));
+  const auto b = *s.AddInbox(Thread("t2"), "sess", Message("b"), At(2));
+  REQUIRE(s.MoveToTurns(a, "req-a", At(10)));
+
+  REQUIRE(s.BeginBatch("test batch"));
+  REQUIRE(s.MoveToTurns(b, "req-b", At(11)));
+  REQUIRE(*s.FinishTurn("req-a"));
+  s.AbortBatch();
+  // req-a is still in flight (its end rolled back), req-b never started.
+  CHECK_FALSE(s.MoveToTurns(b, "req-a", At(12)));
+  CHECK_FALSE(*s.FinishTurn("req-b"));
+  REQUIRE(s.UpdateTurnCursor("req-a", TurnCursor{5, "j", "turn-1", 1}));
+  REQUIRE(s.ListTurns()->size() == 1);
+
+  // Both again, committed this time; and a store opened again sees the same.
+  REQUIRE(s.BeginBatch("test batch"));
+  REQUIRE(s.MoveToTurns(b, "req-b", At(13)));
+  REQUIRE(*s.FinishTurn("req-a"));
+  REQUIRE(s.CommitBatch());
+  f.store.reset();
+  f.store = OpenStore(f.path);
+  auto turns = f.store->ListTurns();
+  REQUIRE(turns);
+  REQUIRE(turns->size() == 1);
+  CHECK(turns->at(0).request_id == "req-b");
+  CHECK(turns->at(0).inbox_id == b);
+  CHECK_FALSE(*f.store->FinishTurn("req-a"));
+  CHECK(f.store->SetTurnPlaceholder("req-a", "p").error().code == Errc::not_found);
+  REQUIRE(*f.store->FinishTurn("req-b"));
+  CHECK(f.store->ListTurns()->empty());
+}
+
 // The Router records a receipt's or placeholder's id in one place, its bot-message index entry, which
 // names the work row it was posted for: no second write to that row when the post lands.
 TEST_CASE("store: a receipt or placeholder indexed with its work row is what a restart reads", "[routing][store]") {
