@@ -11,6 +11,7 @@
 #pragma once
 #include <asio.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -235,10 +236,22 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   // Wraps a completion handler so it runs on the strand, holding the router. A completion comes once:
   // the handler moves to the strand (no copy of what it captured), and a second call (an adapter's
   // or a backend's bug) is logged and runs nothing.
+  // Whether a completion came already, safe to ask from any thread; a copy starts where its original
+  // stands (a std::function copied before its call is a completion of its own).
+  struct Once {
+    std::atomic<bool> done{false};
+    Once() = default;
+    Once(const Once& o) : done(o.done.load()) {}
+    Once& operator=(const Once& o) {
+      done = o.done.load();
+      return *this;
+    }
+    bool First() { return !done.exchange(true); }
+  };
   template <typename... Args, typename Fn>
   std::function<void(Args...)> OnStrand(Fn&& fn) {
-    return [self = shared_from_this(), fn = std::forward<Fn>(fn), called = false](Args... args) mutable {
-      if (std::exchange(called, true)) {
+    return [self = shared_from_this(), fn = std::forward<Fn>(fn), once = Once()](Args... args) mutable {
+      if (!once.First()) {
         asio::post(self->strand, [self] { self->Log(LogLevel::error, kCompletedTwice); });
         return;
       }

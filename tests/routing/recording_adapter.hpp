@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -64,11 +65,11 @@ class RecordingAdapter : public ChatAdapter {
     const bool twice = complete_posts_twice;
     lock.unlock();
     if (twice) {
-      // A broken adapter: the same completion twice, on one handler (a copy of it shares nothing).
-      context_.Post([handler = std::move(handler), out = std::move(out)]() mutable {
-        handler(out);
-        handler(std::move(out));
-      });
+      // A broken adapter: the same handler called twice, from two jobs that may run at once on the
+      // Context's two threads.
+      auto shared = std::make_shared<ChatHandler<std::string>>(std::move(handler));
+      context_.Post([shared, out]() mutable { (*shared)(std::move(out)); });
+      context_.Post([shared, out = std::move(out)]() mutable { (*shared)(std::move(out)); });
       return;
     }
     context_.Post([handler = std::move(handler), out = std::move(out)]() mutable { handler(std::move(out)); });
