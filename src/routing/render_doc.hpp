@@ -65,9 +65,10 @@ Doc ParseMarkdown(std::string_view markdown);
 // that each start with a letter, a digit not followed by '.' or ')', a quote, '(' or a non-ASCII
 // character, hold none of the characters of emphasis, code, HTML, entities, escapes, tables,
 // strikethrough or e-mail autolinks ("*_`<>&\|~@"), no ']' followed by '(', '[' or ':' (links),
-// no "://" or "www." (URL autolinks), no tab, no control character, and no space at either end. Such a reply reads as its own text, line by
-// line (cmark makes the same Doc of it: test_render_plain.cpp and the render fuzz target compare
-// them); std::nullopt for anything else. cmark's parse costs three fifths of a short reply's render.
+// no "://" or "www." (URL autolinks), no tab, no control character, and no space at either end.
+// Such a reply reads as its own text, line by line (cmark makes the same Doc of it:
+// test_render_plain.cpp and the render fuzz target compare them); std::nullopt for anything else.
+// cmark's parse was half of a short plain reply's render.
 std::optional<Doc> ParsePlainText(std::string_view markdown);
 
 // ParseMarkdown through cmark-gfm whatever the text.

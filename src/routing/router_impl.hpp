@@ -233,9 +233,6 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
       if (!self->torn_down) fn(*self);
     });
   }
-  // Wraps a completion handler so it runs on the strand, holding the router. A completion comes once:
-  // the handler moves to the strand (no copy of what it captured), and a second call (an adapter's
-  // or a backend's bug) is logged and runs nothing.
   // Whether a completion came already, safe to ask from any thread; a copy starts where its original
   // stands (a std::function copied before its call is a completion of its own).
   struct Once {
@@ -248,6 +245,9 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
     }
     bool First() { return !done.exchange(true); }
   };
+  // Wraps a completion handler so it runs on the strand, holding the router. A completion comes once:
+  // the handler moves to the strand (no copy of what it captured), and a second call (an adapter's
+  // or a backend's bug) is logged and runs nothing.
   template <typename... Args, typename Fn>
   std::function<void(Args...)> OnStrand(Fn&& fn) {
     return [self = shared_from_this(), fn = std::forward<Fn>(fn), once = Once()](Args... args) mutable {
