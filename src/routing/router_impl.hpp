@@ -29,6 +29,7 @@
 
 #include "routing/match.hpp"
 #include "routing/store.hpp"
+#include "routing/string_map.hpp"
 #include "sessionturn/router.hpp"
 
 namespace sessionturn {
@@ -195,11 +196,7 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   std::size_t running_total = 0;  // Sessions with a running turn
   void SetRunning(routing::SessionRun& s, std::shared_ptr<routing::TurnRun> turn);
   // Rendered router texts (receipts, notes) by their Markdown: the same few, rendered once each.
-  struct TextHash {
-    using is_transparent = void;  // looked up by string_view, without a copy
-    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
-  };
-  mutable std::unordered_map<std::string, std::string, TextHash, std::equal_to<>> rendered;
+  mutable routing::StringMap<std::string> rendered;
   std::function<void()> finish_shutdown;  // set while a Shutdown's notices are going out
   std::unordered_map<std::string, std::shared_ptr<routing::SessionRun>> sessions;
   std::deque<std::string> admission;  // Sessions waiting for a slot, in order

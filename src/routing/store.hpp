@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "routing/string_map.hpp"
 #include "sessionturn/error.hpp"
 #include "sessionturn/protocol.hpp"
 #include "sessionturn/routing.hpp"
@@ -297,12 +298,8 @@ class RouterStore {
   // The turns in flight, request id -> work row id, mirrored in memory (the file is locked: this store
   // is its only writer), so that a turn's start, end and updates address its row by id and the work
   // table needs no index by request id (v9). Loaded at first use and again after any rollback.
-  struct StringHash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
   struct TurnRows {
-    std::unordered_map<std::string, std::int64_t, StringHash, std::equal_to<>> by_request;
+    StringMap<std::int64_t> by_request;
     std::optional<std::uint64_t> at;  // db_->rollbacks() when loaded; none: not loaded
   };
   Result<TurnRows*> Turns();
