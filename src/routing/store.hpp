@@ -8,7 +8,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
+#include <utility>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "routing/key_rows.hpp"
 #include "routing/string_map.hpp"
 #include "sessionturn/error.hpp"
 #include "sessionturn/protocol.hpp"
@@ -320,29 +321,16 @@ class RouterStore {
   Result<std::int64_t> InsertOutbox(std::string_view op, const OutboxEntry& entry);
 
   // The dedupe keys of one kind as the file holds them (dedupe_event, dedupe_message), so that a
-  // delivery is looked up without SQLite and a key's row is one append to its table (no index: the
-  // file is locked and this store is its only writer). By a 64-bit hash of the key, which a match
-  // confirms by reading the row's key; in insertion order for eviction, with forgotten keys left in
-  // `order` until eviction passes them. Loaded at the first use and again after any rollback.
-  struct DedupeKeys {
-    std::unordered_multimap<std::uint64_t, std::int64_t> seq_by_hash;
-    std::deque<std::pair<std::int64_t, std::uint64_t>> order;  // (seq, hash), oldest first
-    std::int64_t live = 0;                                      // rows in the table
-    // The next row's seq, above every seq in `order`: a seq is never used twice while the mirror
-    // lives, so a forgotten key's place in `order` never matches a newer row.
-    std::int64_t next_seq = 1;
-    bool Has(std::uint64_t hash, std::int64_t seq) const;
-    void Erase(std::uint64_t hash, std::int64_t seq);
-  };
+  // delivery is looked up without SQLite and a key's row is one append to its table (KeyRows).
+  // Loaded at the first use and again after any rollback.
   struct DedupeMirror {
-    DedupeKeys kinds[2];  // by DedupeKind: event, message
+    KeyRows kinds[2];  // by DedupeKind: event, message
     std::optional<std::uint64_t> at;  // db_->rollbacks() when loaded; none: not loaded
     bool evict_at_commit[2] = {false, false};  // by DedupeKind: keys remembered in the open batch
-    DedupeKeys& Of(DedupeKind kind) { return kinds[kind == DedupeKind::event ? 0 : 1]; }
+    KeyRows& Of(DedupeKind kind) { return kinds[kind == DedupeKind::event ? 0 : 1]; }
     bool& EvictAtCommit(DedupeKind kind) { return evict_at_commit[kind == DedupeKind::event ? 0 : 1]; }
   };
   Result<DedupeMirror*> Dedupe();
-  static std::uint64_t KeyHash(std::string_view key);
   // The key's row (its seq), when remembered.
   Result<std::optional<std::int64_t>> FindKey(DedupeKind kind, std::string_view key, std::uint64_t hash);
   Status RememberKey(std::string_view op, DedupeKind kind, std::string_view key, std::uint64_t hash);
@@ -352,13 +340,21 @@ class RouterStore {
   Status EvictDedupeDue(DedupeKind kind);
   Status EvictDedupeAtCommit();  // what the open batch deferred
 
-  // The rows of the bot-message index, which eviction compares with its bound. Kept in memory: counted
-  // (an index scan) at the first write and again after any rollback (Db::rollbacks), and moved by
-  // this store's own inserts and deletes, which are the only writers.
-  struct RowCounts {
-    std::int64_t bot_messages = 0;
+  // The bot-message index as the file holds it, by the hash of its (platform, workspace, chat,
+  // message id) (KeyRows): a look-up reads one row by its seq, and a new entry is one append, with no
+  // index (v10; until v9 a UNIQUE index on those four columns, an entry at a random place of it for
+  // every message the bot posted). Loaded at the first use and again after any rollback or a
+  // Session's delete (UnbindSession).
+  struct BotRows {
+    KeyRows rows;
+    std::optional<std::uint64_t> at;  // db_->rollbacks() when loaded; none: not loaded
   };
-  Result<RowCounts*> Counts();
+  Result<KeyRows*> Bots();
+  static std::uint64_t BotHash(const ChatRef& chat, std::string_view message_id);
+  // The entry for (chat, message id), with its seq, when indexed. `hash`: BotHash(chat, message_id).
+  Result<std::optional<std::pair<std::int64_t, BotMessage>>> FindBotRow(const ChatRef& chat,
+                                                                         std::string_view message_id,
+                                                                         std::uint64_t hash);
   // The oldest bot messages past limits().bot_messages deleted (IndexBotMessage; in a batch, at its commit).
   Status EvictBotMessages();
 
@@ -378,8 +374,7 @@ class RouterStore {
   std::unique_ptr<Db> db_;
   std::unique_ptr<Transaction> batch_;  // the open batch, if any (ended before db_ closes)
   int lock_fd_ = -1;  // flock(LOCK_EX) on <path>.lock, held while open
-  RowCounts counts_;
-  std::optional<std::uint64_t> counted_at_;  // db_->rollbacks() when counts_ was taken; none: never
+  BotRows bots_;
   bool evict_bots_at_commit_ = false;        // the open batch took the bot-message index past its bound
   RouteCache routes_;
   DedupeMirror dedupe_;

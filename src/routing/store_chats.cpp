@@ -1,7 +1,6 @@
-// The store's routing tables (store.hpp): thread bindings, a chat's Sessions and its current one, the
-// bot-message index, bounded with the oldest rows evicted (the dedupe keys: store_dedupe.cpp).
+// The store's routing tables (store.hpp): thread bindings, a chat's Sessions and its current one (the
+// bot-message index: store_bots.cpp; the dedupe keys: store_dedupe.cpp).
 #include <algorithm>
-#include <array>
 
 #include "routing/join_key.hpp"
 #include "routing/store.hpp"
@@ -10,31 +9,8 @@
 namespace sessionturn::routing {
 namespace {
 
-constexpr std::array<std::pair<BotMessageKind, std::string_view>, 6> kBotKinds{{
-    {BotMessageKind::reply, "reply"},
-    {BotMessageKind::placeholder, "placeholder"},
-    {BotMessageKind::question, "question"},
-    {BotMessageKind::picker, "picker"},
-    {BotMessageKind::receipt, "receipt"},
-    {BotMessageKind::note, "note"},
-}};
-
-std::optional<BotMessageKind> BotKindFrom(std::string_view name) {
-  for (const auto& [kind, n] : kBotKinds)
-    if (n == name) return kind;
-  return std::nullopt;
-}
-
 Error NotFound(std::string what) {
   return Error(Errc::not_found, std::move(what));
-}
-
-Result<std::int64_t> CountRows(Db& db, std::string_view sql) {
-  auto q = db.Query("count the bounded tables", sql);
-  if (!q) return Fail(q.error());
-  auto row = q->Step();
-  if (!row) return Fail(row.error());
-  return *row ? q->Int(0) : 0;
 }
 
 std::string KeyOf(const ThreadRef& t) {
@@ -62,15 +38,6 @@ std::string Describe(const ChatRef& c) {
 
 }  // namespace
 
-std::string_view ToString(BotMessageKind kind) noexcept {
-  for (const auto& [k, name] : kBotKinds)
-    if (k == kind) return name;
-  return "reply";
-}
-
-std::string_view ToString(DedupeKind kind) noexcept {
-  return kind == DedupeKind::event ? "event" : "message";
-}
 
 RouterStore::RouteCache& RouterStore::Routes() {
   if (routes_.at != db_->rollbacks()) {
@@ -133,8 +100,6 @@ Result<std::size_t> RouterStore::UnbindSession(std::string_view session) {
   if (!current) return Fail(current.error());
   if (auto st = current->Exec(session); !st) return Fail(st.error());
   std::size_t removed = static_cast<std::size_t>(db_->Changes());
-  auto counts = Counts();
-  if (!counts) return Fail(counts.error());
   for (std::string_view sql : {std::string_view("DELETE FROM bindings WHERE session = ?1"),
                                std::string_view("DELETE FROM chat_sessions WHERE session = ?1"),
                                // A scan of the bounded table (no index by session since v6): `delete` is rare.
@@ -144,7 +109,7 @@ Result<std::size_t> RouterStore::UnbindSession(std::string_view session) {
     if (auto st = q->Exec(session); !st) return Fail(st.error());
     removed += static_cast<std::size_t>(db_->Changes());
   }
-  (*counts)->bot_messages -= db_->Changes();  // the last DELETE's
+  bots_.at.reset();  // its bot messages went: the mirror is loaded again at the next use
   if (auto st = tx->Commit(); !st) return Fail(st.error());
   RouteCache& cache = Routes();
   std::erase_if(cache.bindings, [&](const auto& e) { return e.second.session == session; });
@@ -222,93 +187,6 @@ Status RouterStore::SetCursor(std::string_view name, std::string_view value, Sto
     ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_ms = excluded.updated_ms)sql");
   if (!q) return Fail(q.error());
   return q->Exec(name, value, updated);
-}
-
-Result<RouterStore::RowCounts*> RouterStore::Counts() {
-  if (counted_at_ && *counted_at_ == db_->rollbacks()) return &counts_;
-  RowCounts fresh;
-  auto bots = CountRows(*db_, "SELECT count(*) FROM bot_messages");
-  if (!bots) return Fail(bots.error());
-  fresh.bot_messages = *bots;
-  counts_ = fresh;
-  counted_at_ = db_->rollbacks();
-  return &counts_;
-}
-
-Status RouterStore::IndexBotMessage(const BotMessage& m) {
-  auto tx = Transaction::Begin(*db_, "IndexBotMessage");
-  if (!tx) return Fail(tx.error());
-  auto counts = Counts();
-  if (!counts) return Fail(counts.error());
-  // Indexed again (a placeholder that became the reply): updated in place, keeping its position.
-  // One statement in the usual case: a reply is most often the placeholder edited (updated first),
-  // anything else a new message (inserted first).
-  auto insert = [&]() -> Result<bool> {
-    auto q = db_->Query("IndexBotMessage", R"sql(
-      INSERT INTO bot_messages (platform, workspace, chat, message_id, session, kind, inbox_id)
-      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (platform, workspace, chat, message_id) DO NOTHING)sql");
-    if (!q) return Fail(q.error());
-    if (auto st = q->Exec(m.chat, m.message_id, m.session, ToString(m.kind), m.inbox_id); !st)
-      return Fail(st.error());
-    if (db_->Changes() == 0) return false;
-    ++(*counts)->bot_messages;
-    return true;
-  };
-  auto update = [&]() -> Result<bool> {
-    auto q = db_->Query("IndexBotMessage", R"sql(
-      UPDATE bot_messages SET session = ?5, kind = ?6, inbox_id = CASE WHEN ?7 = 0 THEN inbox_id ELSE ?7 END
-      WHERE platform = ?1 AND workspace = ?2 AND chat = ?3 AND message_id = ?4)sql");
-    if (!q) return Fail(q.error());
-    if (auto st = q->Exec(m.chat, m.message_id, m.session, ToString(m.kind), m.inbox_id); !st)
-      return Fail(st.error());
-    return db_->Changes() > 0;
-  };
-  const bool reply = m.kind == BotMessageKind::reply;
-  auto done = reply ? update() : insert();
-  if (!done) return Fail(done.error());
-  if (!*done) {
-    auto second = reply ? insert() : update();
-    if (!second) return Fail(second.error());
-  }
-  if ((*counts)->bot_messages > static_cast<std::int64_t>(limits_.bot_messages)) {
-    // In a batch (the router's records written behind), once, just before its commit: a DELETE per
-    // batch, not per message; the oldest rows stay found until then. The bound holds at every commit.
-    if (batch_) {
-      evict_bots_at_commit_ = true;
-    } else if (auto st = EvictBotMessages(); !st) {
-      return st;
-    }
-  }
-  return tx->Commit();
-}
-
-Status RouterStore::EvictBotMessages() {
-  auto counts = Counts();
-  if (!counts) return Fail(counts.error());
-  const auto excess = (*counts)->bot_messages - static_cast<std::int64_t>(limits_.bot_messages);
-  if (excess <= 0) return {};
-  // The oldest rows past the bound: a range of the rowid up to the excess-th lowest.
-  auto evict = db_->Query("IndexBotMessage", R"sql(
-    DELETE FROM bot_messages WHERE seq <= (SELECT seq FROM bot_messages ORDER BY seq LIMIT 1 OFFSET ?1 - 1))sql");
-  if (!evict) return Fail(evict.error());
-  if (auto st = evict->Exec(excess); !st) return st;
-  (*counts)->bot_messages -= db_->Changes();
-  if (db_->Changes() != excess) counted_at_.reset();  // the count was off: taken again next time
-  return {};
-}
-
-Result<std::optional<BotMessage>> RouterStore::FindBotMessage(const ChatRef& chat, std::string_view message_id) {
-  auto q = db_->Query("FindBotMessage", R"sql(
-    SELECT session, kind, inbox_id FROM bot_messages
-    WHERE platform = ?1 AND workspace = ?2 AND chat = ?3 AND message_id = ?4)sql");
-  if (!q) return Fail(q.error());
-  auto row = q->Bind(chat, message_id).Step();
-  if (!row) return Fail(row.error());
-  if (!*row) return std::optional<BotMessage>();
-  const std::string kind = q->Text(1);
-  auto k = BotKindFrom(kind);
-  if (!k) return Fail(Errc::io_error, "router store " + path_ + ": bot message of unknown kind " + kind);
-  return BotMessage{chat, std::string(message_id), q->Text(0), *k, q->Int(2)};
 }
 
 }  // namespace sessionturn::routing

@@ -1,8 +1,6 @@
 // The store's redelivery dedupe keys (store.hpp): one table per kind, rows appended in order and the
-// oldest evicted past the bound, mirrored in memory (RouterStore::DedupeKeys) so that the intake's
+// oldest evicted past the bound, mirrored in memory (KeyRows, key_rows.hpp) so that the intake's
 // look-up costs no SQL and its write is one append.
-#include <algorithm>
-#include <functional>
 #include <utility>
 
 #include "routing/store.hpp"
@@ -32,42 +30,17 @@ const KindSql& SqlOf(DedupeKind kind) {
 
 }  // namespace
 
-std::uint64_t RouterStore::KeyHash(std::string_view key) {
-  return std::hash<std::string_view>{}(key);
-}
-
-bool RouterStore::DedupeKeys::Has(std::uint64_t hash, std::int64_t seq) const {
-  auto [first, last] = seq_by_hash.equal_range(hash);
-  return std::any_of(first, last, [seq](const auto& e) { return e.second == seq; });
-}
-
-void RouterStore::DedupeKeys::Erase(std::uint64_t hash, std::int64_t seq) {
-  auto [first, last] = seq_by_hash.equal_range(hash);
-  for (auto it = first; it != last; ++it) {
-    if (it->second == seq) {
-      seq_by_hash.erase(it);
-      --live;
-      return;
-    }
-  }
-}
-
 Result<RouterStore::DedupeMirror*> RouterStore::Dedupe() {
   if (dedupe_.at && *dedupe_.at == db_->rollbacks()) return &dedupe_;
   for (DedupeKind kind : {DedupeKind::event, DedupeKind::message}) {
-    DedupeKeys fresh;
+    KeyRows fresh;
     auto q = db_->Query("load the dedupe keys", SqlOf(kind).load);
     if (!q) return Fail(q.error());
     for (;;) {
       auto row = q->Step();
       if (!row) return Fail(row.error());
       if (!*row) break;
-      const std::int64_t seq = q->Int(0);
-      const std::uint64_t hash = KeyHash(q->Text(1));
-      fresh.seq_by_hash.emplace(hash, seq);
-      fresh.order.emplace_back(seq, hash);
-      ++fresh.live;
-      fresh.next_seq = seq + 1;  // in seq order
+      fresh.Add(KeyRows::Hash(q->Text(1)), q->Int(0));
     }
     dedupe_.Of(kind) = std::move(fresh);
   }
@@ -93,36 +66,24 @@ Result<std::optional<std::int64_t>> RouterStore::FindKey(DedupeKind kind, std::s
 Status RouterStore::RememberKey(std::string_view op, DedupeKind kind, std::string_view key, std::uint64_t hash) {
   auto mirror = Dedupe();
   if (!mirror) return Fail(mirror.error());
-  DedupeKeys& keys = (*mirror)->Of(kind);
+  KeyRows& keys = (*mirror)->Of(kind);
   const std::int64_t seq = keys.next_seq;
   auto insert = db_->Query(op, SqlOf(kind).insert);
   if (!insert) return Fail(insert.error());
   if (auto st = insert->Exec(seq, key); !st) return st;
-  ++keys.next_seq;
-  keys.seq_by_hash.emplace(hash, seq);
-  keys.order.emplace_back(seq, hash);
-  ++keys.live;
+  keys.Add(hash, seq);
   return {};
 }
 
 Status RouterStore::EvictDedupe(DedupeKind kind) {
   auto mirror = Dedupe();
   if (!mirror) return Fail(mirror.error());
-  DedupeKeys& keys = (*mirror)->Of(kind);
-  std::int64_t excess = keys.live - static_cast<std::int64_t>(limits_.dedupe_per_kind);
+  KeyRows& keys = (*mirror)->Of(kind);
+  const std::int64_t excess = keys.live - static_cast<std::int64_t>(limits_.dedupe_per_kind);
   if (excess <= 0) return {};
   // The oldest rows past the bound: a range of the rowid, up to the last of them still remembered.
-  std::int64_t through = 0;
   std::int64_t evicted = 0;
-  while (excess > 0 && !keys.order.empty()) {
-    const auto [seq, hash] = keys.order.front();
-    keys.order.pop_front();
-    if (!keys.Has(hash, seq)) continue;  // forgotten already: its row is gone
-    keys.Erase(hash, seq);
-    through = seq;
-    ++evicted;
-    --excess;
-  }
+  const std::int64_t through = keys.EvictOldest(excess, &evicted);
   auto evict = db_->Query("evict dedupe keys", SqlOf(kind).evict);
   if (!evict) return Fail(evict.error());
   if (auto st = evict->Exec(through); !st) return st;
@@ -145,7 +106,7 @@ Status RouterStore::EvictDedupeAtCommit() {
 }
 
 Result<bool> RouterStore::SeenOrRemember(DedupeKind kind, std::string_view key) {
-  const std::uint64_t hash = KeyHash(key);
+  const std::uint64_t hash = KeyRows::Hash(key);
   auto seen = FindKey(kind, key, hash);
   if (!seen) return Fail(seen.error());
   if (*seen) return true;  // nothing written
@@ -158,7 +119,7 @@ Result<bool> RouterStore::SeenOrRemember(DedupeKind kind, std::string_view key) 
 }
 
 Result<bool> RouterStore::Forget(DedupeKind kind, std::string_view key) {
-  const std::uint64_t hash = KeyHash(key);
+  const std::uint64_t hash = KeyRows::Hash(key);
   auto seq = FindKey(kind, key, hash);
   if (!seq) return Fail(seq.error());
   if (!*seq) return false;
@@ -166,12 +127,7 @@ Result<bool> RouterStore::Forget(DedupeKind kind, std::string_view key) {
   if (!q) return Fail(q.error());
   if (auto st = q->Exec(**seq); !st) return Fail(st.error());
   if (db_->Changes() != 1) dedupe_.at.reset();
-  DedupeKeys& keys = dedupe_.Of(kind);
-  keys.Erase(hash, **seq);  // its place in `order` is passed over at eviction
-  // Many forgotten keys below the bound: their places go now, so `order` stays bounded.
-  if (keys.order.size() > 2 * static_cast<std::size_t>(keys.live) + 64) {
-    std::erase_if(keys.order, [&keys](const auto& e) { return !keys.Has(e.second, e.first); });
-  }
+  dedupe_.Of(kind).Erase(hash, **seq);
   return true;
 }
 

@@ -117,7 +117,7 @@ Result<std::optional<std::int64_t>> RouterStore::AcceptMessage(const ThreadRef& 
     return Fail(Errc::invalid_argument, "AcceptMessage takes at most " + std::to_string(hashes.size()) +
                                             " dedupe keys, got " + std::to_string(keys.size()));
   for (std::size_t i = 0; i < keys.size(); ++i) {
-    hashes[i] = KeyHash(keys[i].key);
+    hashes[i] = KeyRows::Hash(keys[i].key);
     auto seen = FindKey(keys[i].kind, keys[i].key, hashes[i]);
     if (!seen) return Fail(seen.error());
     if (*seen) return Accepted();

@@ -273,6 +273,27 @@ CREATE UNIQUE INDEX work_by_request ON work (request_id) WHERE request_id IS NOT
 // writer), which also keeps a request id to one turn, and addresses a turn's row by its id.
 constexpr std::string_view kSchemaV9 = "DROP INDEX work_by_request;";
 
+// v10. The bot-message index loses its UNIQUE index on (platform, workspace, chat, message_id): every
+// message the bot posted (a turn's placeholder among them) wrote an entry at a random place of it,
+// most of the entry's cost (issue 11's bench). The store keeps the entries' key hashes in memory
+// instead (RouterStore::Bots: the file is locked, it is the only writer), which keeps a key to one
+// row, and addresses a row by its seq. The table is rebuilt without the constraint, rows and seqs kept.
+constexpr std::string_view kSchemaV10 = R"sql(
+CREATE TABLE bot_messages_v10 (
+  seq INTEGER PRIMARY KEY,  -- insertion order: eviction takes the lowest
+  platform TEXT NOT NULL, workspace TEXT NOT NULL, chat TEXT NOT NULL,
+  message_id TEXT NOT NULL,
+  session TEXT NOT NULL,
+  kind TEXT NOT NULL CHECK (kind = 'reply' OR kind = 'placeholder' OR kind = 'question' OR kind = 'picker' OR
+                            kind = 'receipt' OR kind = 'note'),
+  inbox_id INTEGER NOT NULL DEFAULT 0
+);
+INSERT INTO bot_messages_v10 (seq, platform, workspace, chat, message_id, session, kind, inbox_id)
+  SELECT seq, platform, workspace, chat, message_id, session, kind, inbox_id FROM bot_messages ORDER BY seq;
+DROP TABLE bot_messages;
+ALTER TABLE bot_messages_v10 RENAME TO bot_messages;
+)sql";
+
 // Append only: a released step never changes, since stores in the field already ran it. A v2 is a
 // new entry after v1, e.g.
 //   {2, "v2: outbox entries remember their message ids",
@@ -290,6 +311,7 @@ constexpr SchemaStep kSchemaSteps[] = {
     {7, "v7: a message and its turn in one row (a turn's start is an UPDATE)", kSchemaV7},
     {8, "v8: work ids reserved in blocks (no AUTOINCREMENT)", kSchemaV8},
     {9, "v9: no work index by request id (the turns in flight are kept in memory)", kSchemaV9},
+    {10, "v10: no UNIQUE bot-message index (the entries' keys are kept in memory)", kSchemaV10},
 };
 
 }  // namespace

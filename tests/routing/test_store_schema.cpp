@@ -41,8 +41,8 @@ TEST_CASE("store schema: a new store is at this build's version with every table
   TempDir dir;
   const std::string path = dir.File("router.db");
   OpenStore(path).reset();
-  REQUIRE(SchemaVersion() == 9);
-  REQUIRE(SchemaSteps().size() == 9);
+  REQUIRE(SchemaVersion() == 10);
+  REQUIRE(SchemaSteps().size() == 10);
   RawDb raw(path);
   CHECK(raw.Int("PRAGMA user_version") == SchemaVersion());
   for (const char* table : {"bindings", "chat_sessions", "current_sessions", "bot_messages", "dedupe_event", "dedupe_message", "work",
@@ -140,12 +140,10 @@ TEST_CASE("store schema: a v3 store keeps its bounded rows, their order and thei
     // v4 rebuilt the table with its index by session; v6 dropped that index.
     CHECK(raw.Int("SELECT count(*) FROM sqlite_schema WHERE name = 'bot_messages_by_session'") == 0);
     CHECK(raw.Int("SELECT seq FROM bot_messages WHERE message_id = 'c'") == 12);
-    // The kind is still checked, and (chat, message_id) still unique (its index made the lookups).
+    // The kind is still checked. (chat, message_id) is kept unique by the store since v10, which
+    // dropped the UNIQUE index (the v10 test below).
     CHECK_FALSE(raw.TryExec("INSERT INTO bot_messages (platform, workspace, chat, message_id, session, kind) "
                             "VALUES ('slack', 'T1', 'C1', 'x', 's', 'bogus')"));
-    CHECK_FALSE(raw.TryExec("INSERT INTO bot_messages (platform, workspace, chat, message_id, session, kind) "
-                            "VALUES ('slack', 'T1', 'C1', 'a', 's', 'note')"));
-    CHECK(raw.Int("SELECT count(*) FROM pragma_index_list('bot_messages') WHERE \"unique\" = 1") == 1);
   }
   const ChatRef chat{"slack", "T1", "C1"};
   CHECK((*store->FindBotMessage(chat, "b"))->kind == BotMessageKind::placeholder);
@@ -357,7 +355,7 @@ TEST_CASE("store schema: a v8 store's turns in flight are found by request id at
   auto store = OpenStore(path);
   {
     RawDb raw(path);
-    CHECK(raw.Int("PRAGMA user_version") == 9);
+    CHECK(raw.Int("PRAGMA user_version") == SchemaVersion());
     CHECK(raw.Int("SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'work'") == 0);
   }
   REQUIRE(store->ListTurns()->size() == 2);
@@ -382,6 +380,56 @@ TEST_CASE("store schema: a v8 store's turns in flight are found by request id at
   REQUIRE(turns);
   REQUIRE(turns->size() == 2);
   CHECK(turns->at(1).inbox_id == 3);
+}
+
+TEST_CASE("store schema: a v9 store's bot messages keep their rows and order at v10, one row per message",
+          "[routing][store]") {
+  TempDir dir;
+  const std::string path = dir.File("router.db");
+  WriteAtVersion(path, 9, R"sql(
+    INSERT INTO bot_messages (seq, platform, workspace, chat, message_id, session, kind, inbox_id) VALUES
+      (4, 'slack', 'T1', 'C1', 'p1', 'one', 'placeholder', 40),
+      (6, 'slack', 'T1', 'C2', 'p1', 'two', 'reply', 0),
+      (9, 'telegram', '', 'C1', 'p1', 'three', 'question', 0);)sql");
+  {
+    RawDb raw(path);
+    REQUIRE(raw.Int("SELECT count(*) FROM pragma_index_list('bot_messages') WHERE \"unique\" = 1") == 1);
+  }
+  StoreLimits limits;
+  limits.bot_messages = 4;
+  auto store = OpenStore(path, limits);
+  {
+    RawDb raw(path);
+    CHECK(raw.Int("PRAGMA user_version") == SchemaVersion());
+    CHECK(raw.Int("SELECT count(*) FROM pragma_index_list('bot_messages')") == 0);
+    CHECK(raw.Int("SELECT count(*) FROM bot_messages WHERE seq IN (4, 6, 9)") == 3);
+    CHECK(raw.Int("SELECT inbox_id FROM bot_messages WHERE seq = 4") == 40);
+  }
+  // The same message id in three chats: three entries, each found as written.
+  const ChatRef c1{"slack", "T1", "C1"}, c2{"slack", "T1", "C2"}, t1{"telegram", "", "C1"};
+  CHECK((*store->FindBotMessage(c1, "p1"))->session == "one");
+  CHECK((*store->FindBotMessage(c1, "p1"))->inbox_id == 40);
+  CHECK((*store->FindBotMessage(c2, "p1"))->kind == BotMessageKind::reply);
+  CHECK((*store->FindBotMessage(t1, "p1"))->session == "three");
+  CHECK_FALSE(store->FindBotMessage(ChatRef{"slack", "T2", "C1"}, "p1")->has_value());
+  // Indexed again: updated in its row, its place kept (its inbox id too, given none).
+  REQUIRE(store->IndexBotMessage(BotMessage{c1, "p1", "one", BotMessageKind::reply}));
+  CHECK((*store->FindBotMessage(c1, "p1"))->kind == BotMessageKind::reply);
+  CHECK((*store->FindBotMessage(c1, "p1"))->inbox_id == 40);
+  {
+    RawDb raw(path);
+    CHECK(raw.Int("SELECT count(*) FROM bot_messages") == 3);
+    CHECK(raw.Int("SELECT seq FROM bot_messages WHERE chat = 'C1' AND platform = 'slack'") == 4);
+  }
+  // New ones go after every old seq; past the bound (4) the oldest goes, not the one indexed again.
+  REQUIRE(store->IndexBotMessage(BotMessage{c2, "p2", "two", BotMessageKind::note}));
+  REQUIRE(store->IndexBotMessage(BotMessage{c2, "p3", "two", BotMessageKind::note}));
+  CHECK_FALSE(store->FindBotMessage(c1, "p1")->has_value());
+  CHECK(store->FindBotMessage(c2, "p1")->has_value());
+  RawDb raw(path);
+  CHECK(raw.Int("SELECT count(*) FROM bot_messages") == 4);
+  CHECK(raw.Int("SELECT min(seq) FROM bot_messages") == 6);
+  CHECK(raw.Int("SELECT max(seq) FROM bot_messages") == 11);
 }
 
 TEST_CASE("store schema: a failing step changes nothing, its version included", "[routing][store]") {
