@@ -156,12 +156,15 @@ Result<json> ReadResponse(std::string_view method, int http_status, std::string_
     if (ec == std::errc() && s >= 0) retry_after = std::chrono::seconds(std::min<std::int64_t>(s, 3600));
   }
   json j = json::parse(body.begin(), body.end(), nullptr, false);
-  if (!j.is_object()) {
+  // "ok" must be true or false: a string there (seen from the fuzzer) threw out of json::value.
+  const auto ok = j.is_object() ? j.find("ok") : j.end();
+  if (!j.is_object() || (ok != j.end() && !ok->is_boolean())) {
     if (http_status == 429 || http_status >= 500) return Fail(ErrorOf(method, "", http_status, retry_after));
     return Fail(Errc::protocol_error, "Slack " + std::string(method) + ": HTTP " + std::to_string(http_status) +
-                                          " with a body that is not a JSON object");
+                                          (j.is_object() ? " with an \"ok\" that is not true or false"
+                                                         : " with a body that is not a JSON object"));
   }
-  if (j.value("ok", false) && http_status >= 200 && http_status < 300) return j;
+  if (ok != j.end() && ok->get<bool>() && http_status >= 200 && http_status < 300) return j;
   Error e = ErrorOf(method, JsonString(j, "error"), http_status, retry_after);
   if (auto it = j.find("errors"); it != j.end() && it->is_array() && !it->empty()) {
     e.message += " (" + it->dump(-1, ' ', false, json::error_handler_t::replace) + ")";

@@ -301,6 +301,13 @@ TEST_CASE("slack wire: Web API answers and their errors", "[chat][slack]") {
   CHECK_THAT(blocks.message, Catch::Contains("3001"));
   CHECK(err(503, "<html>busy</html>").code == Errc::unavailable);
   CHECK(err(200, "garbage").code == Errc::protocol_error);
+  // An "ok" that is not a boolean (the slack_payload fuzzer's find: it threw out of the reader).
+  auto odd = err(200, R"({"ok":"invalid_blocks","errors":["x"],"needed":"chat:write"})");
+  CHECK(odd.code == Errc::protocol_error);
+  CHECK_THAT(odd.message, Catch::Contains("\"ok\" that is not true or false"));
+  CHECK(err(200, R"({"ok":1})").code == Errc::protocol_error);
+  CHECK(err(503, R"({"ok":"no"})").code == Errc::unavailable);
+  CHECK(err(200, R"({"ts":"1.2"})").code == Errc::failed);  // no "ok" at all: not a success
   CHECK(err(200, R"({"ok":false,"error":"something_new"})").code == Errc::failed);
 }
 
