@@ -2,6 +2,7 @@
 #include "sessionturn/sessions.hpp"
 
 #include "blocking.hpp"
+#include "json_fields.hpp"
 #include "kube/kube_util.hpp"
 #include "sessionturn/protocol.hpp"
 
@@ -22,10 +23,12 @@ std::string StrAt(const json& obj, std::initializer_list<const char*> keys) {
   return cur->is_string() ? cur->get<std::string>() : std::string();
 }
 
-std::map<std::string, std::string> StringMap(const json& obj) {
+// The string members of obj[key] (labels, annotations); others are left out.
+std::map<std::string, std::string> StringMap(const json& obj, const char* key) {
   std::map<std::string, std::string> out;
-  if (!obj.is_object()) return out;
-  for (auto it = obj.begin(); it != obj.end(); ++it) {
+  const json* map = json_fields::Object(obj, key);
+  if (map == nullptr) return out;
+  for (auto it = map->begin(); it != map->end(); ++it) {
     if (it.value().is_string()) out[it.key()] = it.value().get<std::string>();
   }
   return out;
@@ -43,21 +46,19 @@ Result<Session> Session::FromJson(const json& object) {
   s.namespace_name = StrAt(md, {"namespace"});
   s.uid = StrAt(md, {"uid"});
   s.resource_version = StrAt(md, {"resourceVersion"});
-  s.labels = StringMap(md.value("labels", json::object()));
-  s.annotations = StringMap(md.value("annotations", json::object()));
+  s.labels = StringMap(md, "labels");
+  s.annotations = StringMap(md, "annotations");
   s.phase = StrAt(object, {"status", "phase"});
   s.pod_name = StrAt(object, {"status", "podName"});
   s.message = StrAt(object, {"status", "message"});
-  if (object.contains("spec") && object["spec"].is_object()) {
-    auto it = object["spec"].find("suspend");
-    s.suspend = it != object["spec"].end() && it->is_boolean() && it->get<bool>();
+  if (const json* spec = json_fields::Object(object, "spec")) {
+    s.suspend = json_fields::Bool(*spec, "suspend").value_or(false);
   }
-  if (object.contains("status") && object["status"].is_object()) {
-    const json& conds = object["status"].value("conditions", json::array());
-    if (conds.is_array()) {
-      for (const auto& c : conds) {
-        if (c.is_object() && c.value("type", "") == "Ready" && c.value("status", "") != "True") {
-          s.ready_reason = c.value("reason", "");
+  if (const json* status = json_fields::Object(object, "status")) {
+    if (const json* conds = json_fields::Array(*status, "conditions")) {
+      for (const auto& c : *conds) {
+        if (json_fields::String(c, "type") == "Ready" && json_fields::String(c, "status") != "True") {
+          s.ready_reason = json_fields::String(c, "reason");
         }
       }
     }

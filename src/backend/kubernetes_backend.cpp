@@ -11,6 +11,7 @@
 #endif
 
 #include "blocking.hpp"
+#include "json_fields.hpp"
 #include "kube/background_writes.hpp"
 #include "sessionturn/backend.hpp"
 
@@ -74,6 +75,13 @@ Result<json> LoadTemplate(const std::string& path) {
   }
   if (doc.contains("metadata") && !doc["metadata"].is_object()) {
     return Fail(Errc::invalid_argument, "the Session template " + path + ": metadata is not an object");
+  }
+  for (const char* map : {"labels", "annotations"}) {
+    const json* md = json_fields::Object(doc, "metadata");
+    const json* field = md != nullptr ? json_fields::Field(*md, map) : nullptr;
+    if (field != nullptr && !field->is_object() && !field->is_null()) {
+      return Fail(Errc::invalid_argument, "the Session template " + path + ": metadata." + map + " is not a map");
+    }
   }
   return doc;
 }
@@ -179,8 +187,10 @@ struct BackendState : std::enable_shared_from_this<BackendState> {
                                      if (!object) return handler(Fail(object.error()));
                                      {
                                        std::lock_guard lock(self->mu);
+                                       const json* labels = json_fields::Object(*object, "metadata");
+                                       if (labels != nullptr) labels = json_fields::Object(*labels, "labels");
                                        self->spawner_uid =
-                                           (*object)["metadata"]["labels"].value(std::string(kSpawnerLabel), "");
+                                           labels != nullptr ? json_fields::String(*labels, kSpawnerLabel) : "";
                                      }
                                      next(std::move(handler));
                                    });

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "files.hpp"
+#include "json_fields.hpp"
 
 namespace sessionturn::local {
 namespace {
@@ -233,10 +234,10 @@ Result<SessionRecord> ParseSessionRecord(const std::string& path, const std::str
     return Fail(Errc::io_error,
                 path + " is not a valid Session record: " + why + " (fix or remove the file; nothing was changed)");
   };
-  if (!j->contains("version") || !(*j)["version"].is_number_integer()) return bad("\"version\" is missing");
-  const int version = (*j)["version"].get<int>();
-  if (version < 1 || version > kSessionRecordVersion)
-    return bad("version " + std::to_string(version) + " is not one this sessionturn knows (" +
+  const auto version = json_fields::Int(*j, "version");
+  if (!version) return bad("\"version\" is missing or not an integer");
+  if (*version < 1 || *version > kSessionRecordVersion)
+    return bad("version " + std::to_string(*version) + " is not one this sessionturn knows (" +
                std::to_string(kSessionRecordVersion) + ")");
   SessionRecord r;
   std::string why, phase, reason;
@@ -325,7 +326,11 @@ Result<RuntimeRecord> ReadRuntimeRecord(const std::string& path) {
   if (!j->contains("pid") || !(*j)["pid"].is_number_integer())
     return Fail(Errc::io_error, path + " is not a valid runtime record: \"pid\" is missing");
   r.pid = (*j)["pid"].get<long>();
-  r.in_process = j->value("inProcess", false);
+  if (const auto* in_process = json_fields::Field(*j, "inProcess"); in_process != nullptr) {
+    if (!in_process->is_boolean())
+      return Fail(Errc::io_error, path + " is not a valid runtime record: \"inProcess\" is not a boolean");
+    r.in_process = in_process->get<bool>();
+  }
   if (!ReadTime(*j, "started", r.started, why) || !ReadTime(*j, "lastActivity", r.last_activity, why) ||
       !ReadString(*j, "exit", r.exit, why) || !ReadTime(*j, "exited", r.exited, why))
     return Fail(Errc::io_error, path + " is not a valid runtime record: " + why);

@@ -215,12 +215,12 @@ void SlackAdapter::AsyncConnect(std::function<void(Result<SlackBotInfo>)> done) 
   impl_->Call("auth.test", json::object(), [self = impl_, done = std::move(done)](Result<json> r) {
     if (!r) return done(Fail(r.error()));
     SlackBotInfo info;
-    info.team_id = slack::JsonString(*r, "team_id");
-    info.team = slack::JsonString(*r, "team");
-    info.user_id = slack::JsonString(*r, "user_id");
-    info.bot_id = slack::JsonString(*r, "bot_id");
-    info.user = slack::JsonString(*r, "user");
-    info.url = slack::JsonString(*r, "url");
+    info.team_id = json_fields::String(*r, "team_id");
+    info.team = json_fields::String(*r, "team");
+    info.user_id = json_fields::String(*r, "user_id");
+    info.bot_id = json_fields::String(*r, "bot_id");
+    info.user = json_fields::String(*r, "user");
+    info.url = json_fields::String(*r, "url");
     if (info.user_id.empty()) {
       return done(Fail(Errc::protocol_error, "Slack auth.test: the answer has no user_id (is this a bot token?)"));
     }
@@ -275,7 +275,7 @@ void SlackAdapter::AsyncPost(const ThreadRef& where, OutboundMessage message, Ch
                                    if (r.error().retry_after.count() > 0) self->pacer.Penalize(where.chat, r.error().retry_after);
                                    return handler(Fail(r.error()));
                                  }
-                                 const std::string ts = slack::JsonString(*r, "ts");
+                                 const std::string ts = json_fields::String(*r, "ts");
                                  if (ts.empty()) return handler(Fail(Errc::protocol_error, "Slack chat.postMessage: no ts"));
                                  self->RememberThread(where);
                                  handler(ts);

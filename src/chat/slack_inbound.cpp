@@ -73,8 +73,8 @@ void SlackAdapter::Impl::CheckThread(const std::string& chat, const std::string&
             const SlackBotInfo me = self->Bot();
             const json& messages = r->contains("messages") ? (*r)["messages"] : json();
             for (const json& m : messages.is_array() ? messages : json::array()) {
-              if ((!me.bot_id.empty() && slack::JsonString(m, "bot_id") == me.bot_id) ||
-                  (!me.user_id.empty() && slack::JsonString(m, "user") == me.user_id)) {
+              if ((!me.bot_id.empty() && json_fields::String(m, "bot_id") == me.bot_id) ||
+                  (!me.user_id.empty() && json_fields::String(m, "user") == me.user_id)) {
                 in_thread = true;
                 break;
               }

@@ -58,7 +58,7 @@ void SlackAdapter::Impl::OpenConnection() {
             }
             return self->ConnectFailed(r.error());
           }
-          auto target = ws::ParseWsUrl(slack::JsonString(*r, "url"));
+          auto target = ws::ParseWsUrl(json_fields::String(*r, "url"));
           if (!target) {
             self->opening = false;
             return self->ConnectFailed(Error(Errc::protocol_error, "Slack apps.connections.open: " +

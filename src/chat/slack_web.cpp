@@ -165,11 +165,12 @@ Result<json> ReadResponse(std::string_view method, int http_status, std::string_
                                                          : " with a body that is not a JSON object"));
   }
   if (ok != j.end() && ok->get<bool>() && http_status >= 200 && http_status < 300) return j;
-  Error e = ErrorOf(method, JsonString(j, "error"), http_status, retry_after);
+  Error e = ErrorOf(method, json_fields::String(j, "error"), http_status, retry_after);
   if (auto it = j.find("errors"); it != j.end() && it->is_array() && !it->empty()) {
     e.message += " (" + it->dump(-1, ' ', false, json::error_handler_t::replace) + ")";
   }
-  if (const std::string needed = JsonString(j, "needed"); !needed.empty()) e.message += " (needs scope " + needed + ")";
+  if (const std::string needed = json_fields::String(j, "needed"); !needed.empty())
+    e.message += " (needs scope " + needed + ")";
   return Fail(std::move(e));
 }
 
@@ -230,11 +231,11 @@ json UpdateParams(const ThreadRef& where, std::string_view ts, const OutboundMes
 
 std::string DisplayNameOf(const json& user) {
   const json& profile = user.is_object() && user.contains("profile") ? user["profile"] : json();
-  for (std::string name : {JsonString(profile, "display_name"), JsonString(profile, "real_name"), JsonString(user, "real_name"),
-                           JsonString(user, "name")}) {
+  for (std::string name : {json_fields::String(profile, "display_name"), json_fields::String(profile, "real_name"),
+                           json_fields::String(user, "real_name"), json_fields::String(user, "name")}) {
     if (!name.empty()) return name;
   }
-  return JsonString(user, "id");
+  return json_fields::String(user, "id");
 }
 
 std::vector<ThreadHistoryMessage> HistoryBefore(const json& messages, std::string_view before_ts, std::size_t max,
@@ -243,22 +244,23 @@ std::vector<ThreadHistoryMessage> HistoryBefore(const json& messages, std::strin
   if (!messages.is_array()) return out;
   std::vector<const json*> sorted;
   for (const json& m : messages) {
-    const std::string ts = JsonString(m, "ts");
+    const std::string ts = json_fields::String(m, "ts");
     if (ts.empty() || (!before_ts.empty() && !TsLess(ts, before_ts))) continue;
     sorted.push_back(&m);
   }
   std::stable_sort(sorted.begin(), sorted.end(), [](const json* a, const json* b) {
-    return TsLess(JsonString(*a, "ts"), JsonString(*b, "ts"));
+    return TsLess(json_fields::String(*a, "ts"), json_fields::String(*b, "ts"));
   });
   for (const json* mp : sorted) {
     const json& m = *mp;
     ThreadHistoryMessage h;
-    h.is_bot = !JsonString(m, "bot_id").empty();
-    h.author_name = JsonString(m, "user");  // an id: the adapter puts the names it knows in
-    if (h.is_bot && !JsonString(m, "username").empty()) h.author_name = JsonString(m, "username");
-    if (!bot.bot_id.empty() && JsonString(m, "bot_id") == bot.bot_id && !bot.user.empty()) h.author_name = bot.user;
+    h.is_bot = !json_fields::String(m, "bot_id").empty();
+    h.author_name = json_fields::String(m, "user");  // an id: the adapter puts the names it knows in
+    if (h.is_bot && !json_fields::String(m, "username").empty()) h.author_name = json_fields::String(m, "username");
+    if (!bot.bot_id.empty() && json_fields::String(m, "bot_id") == bot.bot_id && !bot.user.empty())
+      h.author_name = bot.user;
     if (h.author_name.empty()) h.author_name = h.is_bot ? "a bot" : "someone";
-    h.text = TextToPlain(JsonString(m, "text"), bot.user_id);
+    h.text = TextToPlain(json_fields::String(m, "text"), bot.user_id);
     if (h.text.empty()) continue;
     out.push_back(std::move(h));
   }

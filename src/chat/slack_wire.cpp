@@ -94,17 +94,17 @@ std::vector<std::string> AttachmentsText(const json& message) {
   std::vector<std::string> out;
   if (auto it = message.find("files"); it != message.end() && it->is_array()) {
     for (const json& f : *it) {
-      std::string name = JsonString(f, "name");
-      if (name.empty()) name = JsonString(f, "title");
+      std::string name = json_fields::String(f, "name");
+      if (name.empty()) name = json_fields::String(f, "title");
       std::string text = "file " + (name.empty() ? std::string("(unnamed)") : name);
-      if (const std::string preview = JsonString(f, "preview"); !preview.empty()) text += ":\n" + preview;
+      if (const std::string preview = json_fields::String(f, "preview"); !preview.empty()) text += ":\n" + preview;
       out.push_back(std::move(text));
     }
   }
   if (auto it = message.find("attachments"); it != message.end() && it->is_array()) {
     for (const json& a : *it) {
-      std::string text = JsonString(a, "text");
-      if (text.empty()) text = JsonString(a, "fallback");
+      std::string text = json_fields::String(a, "text");
+      if (text.empty()) text = json_fields::String(a, "fallback");
       if (!text.empty()) out.push_back(TextToPlain(text, {}));
     }
   }
@@ -116,8 +116,8 @@ std::vector<std::string> AttachmentsText(const json& message) {
 InboundMessage MessageOf(const json& m, const std::string& team, const std::string& channel, bool im,
                          const SlackBotInfo& bot) {
   InboundMessage msg;
-  const std::string ts = JsonString(m, "ts");
-  const std::string thread_ts = JsonString(m, "thread_ts");
+  const std::string ts = json_fields::String(m, "ts");
+  const std::string thread_ts = json_fields::String(m, "thread_ts");
   const ThreadRef where = WhereOf(team, channel, ts, thread_ts, im);
   msg.platform = where.platform;
   msg.workspace = where.workspace;
@@ -125,14 +125,14 @@ InboundMessage MessageOf(const json& m, const std::string& team, const std::stri
   msg.thread = where.thread;
   msg.message_id = ts;
   if (!thread_ts.empty() && thread_ts != ts) msg.reply_to_message_id = thread_ts;
-  const std::string bot_id = JsonString(m, "bot_id");
-  msg.author_id = JsonString(m, "user");
+  const std::string bot_id = json_fields::String(m, "bot_id");
+  msg.author_id = json_fields::String(m, "user");
   if (msg.author_id.empty()) msg.author_id = bot_id;
-  msg.is_bot = !bot_id.empty() || JsonString(m, "subtype") == "bot_message";
+  msg.is_bot = !bot_id.empty() || json_fields::String(m, "subtype") == "bot_message";
   msg.is_self = (!bot.bot_id.empty() && bot_id == bot.bot_id) || (!bot.user_id.empty() && msg.author_id == bot.user_id);
-  if (msg.is_bot) msg.author_name = JsonString(m, "username");
+  if (msg.is_bot) msg.author_name = json_fields::String(m, "username");
   bool mentioned = false;
-  msg.text = TextToPlain(JsonString(m, "text"), bot.user_id, &mentioned);
+  msg.text = TextToPlain(json_fields::String(m, "text"), bot.user_id, &mentioned);
   msg.mentions_bot = mentioned;
   msg.attachments_text = AttachmentsText(m);
   msg.is_private_chat = im;
@@ -143,28 +143,29 @@ InboundMessage MessageOf(const json& m, const std::string& team, const std::stri
 Result<ParsedEvent> MessageEvent(const json& event, const std::string& team, const std::string& event_id,
                                  const SlackBotInfo& bot) {
   ParsedEvent out;
-  const std::string channel = JsonString(event, "channel");
-  const std::string subtype = JsonString(event, "subtype");
-  const bool im = JsonString(event, "channel_type") == "im";
+  const std::string channel = json_fields::String(event, "channel");
+  const std::string subtype = json_fields::String(event, "subtype");
+  const bool im = json_fields::String(event, "channel_type") == "im";
   if (channel.empty()) return Fail(Errc::protocol_error, "Slack message event without a channel");
   if (subtype.empty() || subtype == "file_share" || subtype == "thread_broadcast" || subtype == "bot_message" ||
       subtype == "me_message") {
-    if (JsonString(event, "ts").empty()) return Fail(Errc::protocol_error, "Slack message event without a ts");
+    if (json_fields::String(event, "ts").empty()) return Fail(Errc::protocol_error, "Slack message event without a ts");
     out.message = MessageOf(event, team, channel, im, bot);
   } else if (subtype == "message_changed") {
     const json& inner = event.contains("message") ? event["message"] : json();
-    if (!inner.is_object() || JsonString(inner, "ts").empty()) {
+    if (!inner.is_object() || json_fields::String(inner, "ts").empty()) {
       return Fail(Errc::protocol_error, "Slack message_changed event without the changed message");
     }
     const json& previous = event.contains("previous_message") ? event["previous_message"] : json();
-    if (previous.is_object() && JsonString(previous, "text") == JsonString(inner, "text")) {
-      out.ignored = "message " + JsonString(inner, "ts") + " in " + channel + " changed but not its text (an unfurl or a reaction)";
+    if (previous.is_object() && json_fields::String(previous, "text") == json_fields::String(inner, "text")) {
+      out.ignored = "message " + json_fields::String(inner, "ts") + " in " + channel +
+                    " changed but not its text (an unfurl or a reaction)";
       return out;
     }
     out.message = MessageOf(inner, team, channel, im, bot);
     out.message->kind = MessageKind::edited;
   } else if (subtype == "message_deleted") {
-    const std::string deleted = JsonString(event, "deleted_ts");
+    const std::string deleted = json_fields::String(event, "deleted_ts");
     if (deleted.empty()) return Fail(Errc::protocol_error, "Slack message_deleted event without deleted_ts");
     json previous = event.contains("previous_message") && event["previous_message"].is_object()
                         ? event["previous_message"]
@@ -186,15 +187,15 @@ Result<Envelope> ParseEnvelope(std::string_view text) {
   json j = json::parse(text.begin(), text.end(), nullptr, false);
   if (!j.is_object()) return Fail(Errc::protocol_error, "a Socket Mode frame that is not a JSON object");
   Envelope e;
-  e.type = JsonString(j, "type");
+  e.type = json_fields::String(j, "type");
   if (e.type.empty()) return Fail(Errc::protocol_error, "a Socket Mode frame without a type");
-  e.envelope_id = JsonString(j, "envelope_id");
+  e.envelope_id = json_fields::String(j, "envelope_id");
   if (auto it = j.find("payload"); it != j.end()) e.payload = std::move(*it);
   if (auto it = j.find("retry_attempt"); it != j.end() && it->is_number_integer()) {
     e.retry_attempt = static_cast<int>(std::clamp<std::int64_t>(it->get<std::int64_t>(), 0, 1000));
   }
-  e.retry_reason = JsonString(j, "retry_reason");
-  e.reason = JsonString(j, "reason");
+  e.retry_reason = json_fields::String(j, "retry_reason");
+  e.reason = json_fields::String(j, "reason");
   const bool needs_id = e.type == "events_api" || e.type == "interactive" || e.type == "slash_commands";
   if (needs_id && e.envelope_id.empty()) {
     return Fail(Errc::protocol_error, "a Socket Mode " + e.type + " envelope without an envelope_id");
@@ -204,7 +205,7 @@ Result<Envelope> ParseEnvelope(std::string_view text) {
 
 Result<ParsedEvent> ParseEventCallback(const json& payload, const SlackBotInfo& bot) {
   if (!payload.is_object()) return Fail(Errc::protocol_error, "a Slack event payload that is not an object");
-  const std::string type = JsonString(payload, "type");
+  const std::string type = json_fields::String(payload, "type");
   ParsedEvent out;
   if (type == "url_verification") {
     if (!payload.contains("challenge") || !payload["challenge"].is_string()) {
@@ -223,14 +224,14 @@ Result<ParsedEvent> ParseEventCallback(const json& payload, const SlackBotInfo& 
   auto it = payload.find("event");
   if (it == payload.end() || !it->is_object()) return Fail(Errc::protocol_error, "a Slack event_callback without an event");
   const json& event = *it;
-  std::string team = JsonString(payload, "team_id");
-  if (team.empty()) team = JsonString(event, "team");
-  const std::string event_id = JsonString(payload, "event_id");
-  const std::string event_type = JsonString(event, "type");
+  std::string team = json_fields::String(payload, "team_id");
+  if (team.empty()) team = json_fields::String(event, "team");
+  const std::string event_id = json_fields::String(payload, "event_id");
+  const std::string event_type = json_fields::String(event, "type");
   if (event_type == "message") return MessageEvent(event, team, event_id, bot);
   if (event_type == "app_mention") {
-    const std::string channel = JsonString(event, "channel");
-    if (channel.empty() || JsonString(event, "ts").empty()) {
+    const std::string channel = json_fields::String(event, "channel");
+    if (channel.empty() || json_fields::String(event, "ts").empty()) {
       return Fail(Errc::protocol_error, "a Slack app_mention without a channel or ts");
     }
     out.message = MessageOf(event, team, channel, false, bot);
@@ -246,7 +247,7 @@ Result<ParsedEvent> ParseInteractive(const json& payload, const SlackBotInfo& bo
   (void)bot;
   if (!payload.is_object()) return Fail(Errc::protocol_error, "a Slack interaction payload that is not an object");
   ParsedEvent out;
-  const std::string type = JsonString(payload, "type");
+  const std::string type = json_fields::String(payload, "type");
   if (type != "block_actions") {
     out.ignored = "a Slack interaction of type \"" + type + "\" (not handled)";
     return out;
@@ -263,55 +264,56 @@ Result<ParsedEvent> ParseInteractive(const json& payload, const SlackBotInfo& bo
   const json& team = payload.contains("team") ? payload["team"] : json();
   InboundAction a;
   a.platform = "slack";
-  a.workspace = JsonString(team, "id");
-  if (a.workspace.empty()) a.workspace = JsonString(user, "team_id");
-  a.chat = JsonString(channel, "id");
-  if (a.chat.empty()) a.chat = JsonString(container, "channel_id");
-  a.message_id = JsonString(container, "message_ts");
-  if (a.message_id.empty()) a.message_id = JsonString(message, "ts");
-  a.thread = JsonString(message, "thread_ts");
-  if (a.thread.empty()) a.thread = JsonString(container, "thread_ts");
-  if (a.thread == a.message_id && JsonString(container, "thread_ts").empty()) a.thread.clear();
-  a.author_id = JsonString(user, "id");
-  a.author_name = JsonString(user, "name");
-  if (a.author_name.empty()) a.author_name = JsonString(user, "username");
-  a.data = JsonString(action, "value");
-  a.event_id = JsonString(action, "action_ts");
-  if (a.event_id.empty()) a.event_id = JsonString(payload, "trigger_id");
+  a.workspace = json_fields::String(team, "id");
+  if (a.workspace.empty()) a.workspace = json_fields::String(user, "team_id");
+  a.chat = json_fields::String(channel, "id");
+  if (a.chat.empty()) a.chat = json_fields::String(container, "channel_id");
+  a.message_id = json_fields::String(container, "message_ts");
+  if (a.message_id.empty()) a.message_id = json_fields::String(message, "ts");
+  a.thread = json_fields::String(message, "thread_ts");
+  if (a.thread.empty()) a.thread = json_fields::String(container, "thread_ts");
+  if (a.thread == a.message_id && json_fields::String(container, "thread_ts").empty()) a.thread.clear();
+  a.author_id = json_fields::String(user, "id");
+  a.author_name = json_fields::String(user, "name");
+  if (a.author_name.empty()) a.author_name = json_fields::String(user, "username");
+  a.data = json_fields::String(action, "value");
+  a.event_id = json_fields::String(action, "action_ts");
+  if (a.event_id.empty()) a.event_id = json_fields::String(payload, "trigger_id");
   if (a.chat.empty() || a.message_id.empty() || a.author_id.empty()) {
     return Fail(Errc::protocol_error, "a Slack block_actions payload without its channel, message or user");
   }
-  if (JsonString(action, "type") != "button" || a.data.empty()) {
-    out.ignored = "a Slack " + JsonString(action, "type") + " action without a button value";
+  if (json_fields::String(action, "type") != "button" || a.data.empty()) {
+    out.ignored = "a Slack " + json_fields::String(action, "type") + " action without a button value";
     return out;
   }
-  out.response_url = JsonString(payload, "response_url");
+  out.response_url = json_fields::String(payload, "response_url");
   out.action = std::move(a);
   return out;
 }
 
 Result<ParsedEvent> ParseSlashCommand(const json& payload, const SlackBotInfo& bot) {
   if (!payload.is_object()) return Fail(Errc::protocol_error, "a Slack slash command that is not an object");
-  const std::string channel = JsonString(payload, "channel_id");
-  const std::string user = JsonString(payload, "user_id");
-  const std::string trigger = JsonString(payload, "trigger_id");
+  const std::string channel = json_fields::String(payload, "channel_id");
+  const std::string user = json_fields::String(payload, "user_id");
+  const std::string trigger = json_fields::String(payload, "trigger_id");
   if (channel.empty() || user.empty() || trigger.empty()) {
     return Fail(Errc::protocol_error, "a Slack slash command without channel_id, user_id or trigger_id");
   }
   ParsedEvent out;
   out.is_slash_command = true;
-  out.response_url = JsonString(payload, "response_url");
+  out.response_url = json_fields::String(payload, "response_url");
   InboundMessage msg;
   msg.platform = "slack";
-  msg.workspace = JsonString(payload, "team_id");
+  msg.workspace = json_fields::String(payload, "team_id");
   msg.chat = channel;
   msg.message_id = "cmd-" + trigger;  // a command is no message; its trigger is unique per invocation
   msg.event_id = msg.message_id;
   msg.author_id = user;
-  msg.author_name = JsonString(payload, "user_name");
-  msg.text = TextToPlain(JsonString(payload, "text"), bot.user_id);
+  msg.author_name = json_fields::String(payload, "user_name");
+  msg.text = TextToPlain(json_fields::String(payload, "text"), bot.user_id);
   msg.mentions_bot = true;  // a slash command is addressed to the app
-  msg.is_private_chat = (!channel.empty() && channel[0] == 'D') || JsonString(payload, "channel_name") == "directmessage";
+  msg.is_private_chat =
+      (!channel.empty() && channel[0] == 'D') || json_fields::String(payload, "channel_name") == "directmessage";
   msg.received = std::chrono::system_clock::now();
   out.message = std::move(msg);
   return out;

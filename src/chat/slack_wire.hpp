@@ -5,10 +5,11 @@
 #pragma once
 #include <chrono>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <nlohmann/json.hpp>
+#include "json_fields.hpp"
 #include "sessionturn/chat/slack.hpp"
 #include "sessionturn/error.hpp"
 #include "sessionturn/routing.hpp"
@@ -25,14 +26,6 @@ inline constexpr std::size_t kMaxButtonTextChars = 75;
 inline constexpr std::size_t kMaxButtonValueBytes = 2000;
 // chat.postMessage truncates `text` past 40,000 characters; the fallback text is kept below.
 inline constexpr std::size_t kMaxTextChars = 40000;
-
-// object[key] when it is a string, else "" (Slack leaves fields out freely).
-inline std::string JsonString(const nlohmann::json& object, const char* key) {
-  if (!object.is_object()) return {};
-  auto it = object.find(key);
-  if (it == object.end() || !it->is_string()) return {};
-  return it->get<std::string>();
-}
 
 // One Socket Mode frame from Slack.
 struct Envelope {

@@ -3,9 +3,10 @@
 #include <future>
 
 #include "blocking.hpp"
+#include "chat/retry.hpp"
 #include "chat/telegram_impl.hpp"
 #include "chat/telegram_wire.hpp"
-#include "chat/retry.hpp"
+#include "json_fields.hpp"
 
 namespace sessionturn {
 
@@ -178,12 +179,10 @@ void TelegramAdapter::AsyncConnect(std::function<void(Result<TelegramBotInfo>)> 
   impl_->Call("getMe", json::object(), [self = impl_, done = std::move(done)](Result<json> r) {
     if (!r) return done(Fail(r.error()));
     TelegramBotInfo info;
-    if (r->is_object()) {
-      info.id = r->value("id", std::int64_t{0});
-      info.username = r->value("username", std::string());
-      info.first_name = r->value("first_name", std::string());
-      info.can_read_all_group_messages = r->value("can_read_all_group_messages", false);
-    }
+    info.id = json_fields::Int(*r, "id").value_or(0);
+    info.username = json_fields::String(*r, "username");
+    info.first_name = json_fields::String(*r, "first_name");
+    info.can_read_all_group_messages = json_fields::Bool(*r, "can_read_all_group_messages").value_or(false);
     if (info.id == 0 || info.username.empty()) {
       return done(Fail(Errc::protocol_error, "Telegram getMe: the answer has no bot id or username"));
     }
@@ -261,7 +260,7 @@ void TelegramAdapter::AsyncPost(const ThreadRef& where, OutboundMessage message,
                                     if (r.error().retry_after.count() > 0) self->Penalize(where.chat, r.error().retry_after);
                                     return handler(Fail(r.error()));
                                   }
-                                  const auto id = r->is_object() ? r->value("message_id", std::int64_t{0}) : 0;
+                                  const auto id = json_fields::Int(*r, "message_id").value_or(0);
                                   if (id == 0) {
                                     return handler(Fail(Errc::protocol_error, "Telegram sendMessage: the answer has no message_id"));
                                   }

@@ -6,6 +6,8 @@
 #include <charconv>
 #include <chrono>
 
+#include "json_fields.hpp"
+
 namespace sessionturn::telegram {
 namespace {
 
@@ -14,25 +16,13 @@ using nlohmann::json;
 // A field of an object, or null when absent or when `j` is not an object.
 const json& Field(const json& j, const char* name) {
   static const json kNull;
-  if (!j.is_object()) return kNull;
-  auto it = j.find(name);
-  return it == j.end() ? kNull : *it;
+  const json* f = json_fields::Field(j, name);
+  return f != nullptr ? *f : kNull;
 }
 
-std::optional<std::int64_t> IntField(const json& j, const char* name) {
-  const json& v = Field(j, name);
-  if (v.is_number_integer()) return v.get<std::int64_t>();
-  return std::nullopt;
-}
-
-std::string StringField(const json& j, const char* name) {
-  const json& v = Field(j, name);
-  return v.is_string() ? v.get<std::string>() : std::string();
-}
-
+// True only when the field is the boolean true.
 bool BoolField(const json& j, const char* name) {
-  const json& v = Field(j, name);
-  return v.is_boolean() && v.get<bool>();
+  return json_fields::Bool(j, name).value_or(false);
 }
 
 bool IsWordChar(char c) {
@@ -84,17 +74,18 @@ std::string WithoutMentions(std::string_view text, std::string_view username) {
 bool MentionedById(const json& entities, std::int64_t bot_id) {
   if (!entities.is_array()) return false;
   for (const json& e : entities) {
-    if (StringField(e, "type") == "text_mention" && IntField(Field(e, "user"), "id") == bot_id) return true;
+    if (json_fields::String(e, "type") == "text_mention" && json_fields::Int(Field(e, "user"), "id") == bot_id)
+      return true;
   }
   return false;
 }
 
 std::string NameOf(const json& user) {
-  std::string name = StringField(user, "first_name");
-  const std::string last = StringField(user, "last_name");
+  std::string name = json_fields::String(user, "first_name");
+  const std::string last = json_fields::String(user, "last_name");
   if (!last.empty()) name += (name.empty() ? "" : " ") + last;
-  if (name.empty()) name = StringField(user, "username");
-  if (name.empty()) name = StringField(user, "title");  // a sender_chat
+  if (name.empty()) name = json_fields::String(user, "username");
+  if (name.empty()) name = json_fields::String(user, "title");  // a sender_chat
   return name;
 }
 
@@ -104,7 +95,7 @@ std::string NameOf(const json& user) {
 std::string ThreadOf(const json& message, const json& chat) {
   if (!BoolField(chat, "is_forum")) return {};
   if (BoolField(message, "is_topic_message")) {
-    if (auto id = IntField(message, "message_thread_id")) return std::to_string(*id);
+    if (auto id = json_fields::Int(message, "message_thread_id")) return std::to_string(*id);
   }
   return "1";
 }
@@ -116,18 +107,18 @@ struct Where {
 
 Result<Where> WhereOf(const json& message, std::string_view what) {
   const json& chat = Field(message, "chat");
-  auto chat_id = IntField(chat, "id");
+  auto chat_id = json_fields::Int(chat, "id");
   if (!chat_id) return Fail(Errc::protocol_error, std::string(what) + " has no chat.id");
-  return Where{std::to_string(*chat_id), ThreadOf(message, chat), StringField(chat, "type") == "private"};
+  return Where{std::to_string(*chat_id), ThreadOf(message, chat), json_fields::String(chat, "type") == "private"};
 }
 
 Result<ParsedUpdate> ParseMessage(ParsedUpdate out, const json& m, MessageKind kind, const TelegramBotInfo& bot) {
   auto where = WhereOf(m, "update " + std::to_string(out.update_id) + "'s message");
   if (!where) return Fail(where.error());
-  auto message_id = IntField(m, "message_id");
+  auto message_id = json_fields::Int(m, "message_id");
   if (!message_id) return Fail(Errc::protocol_error, "update " + std::to_string(out.update_id) + "'s message has no message_id");
   const bool has_text = Field(m, "text").is_string();
-  const std::string raw_text = has_text ? StringField(m, "text") : StringField(m, "caption");
+  const std::string raw_text = has_text ? json_fields::String(m, "text") : json_fields::String(m, "caption");
   if (raw_text.empty()) {
     out.ignored = "message " + std::to_string(*message_id) + " in chat " + where->chat + " has no text or caption";
     return out;
@@ -140,7 +131,7 @@ Result<ParsedUpdate> ParseMessage(ParsedUpdate out, const json& m, MessageKind k
   msg.message_id = std::to_string(*message_id);
   msg.event_id = std::to_string(out.update_id);
   msg.kind = kind;
-  if (auto date = IntField(m, kind == MessageKind::edited ? "edit_date" : "date")) {
+  if (auto date = json_fields::Int(m, kind == MessageKind::edited ? "edit_date" : "date")) {
     // Unix seconds. One past what the clock can hold (its ticks overflow past about the year 2262) is
     // not a time the platform meant: the message keeps no received time rather than a wrapped one.
     using Clock = std::chrono::system_clock;
@@ -151,21 +142,21 @@ Result<ParsedUpdate> ParseMessage(ParsedUpdate out, const json& m, MessageKind k
   const json& sender_chat = Field(m, "sender_chat");
   // An anonymous admin or a channel writes as a chat: that chat is the author.
   const json& author = sender_chat.is_object() ? sender_chat : from;
-  if (auto id = IntField(author, "id")) msg.author_id = std::to_string(*id);
+  if (auto id = json_fields::Int(author, "id")) msg.author_id = std::to_string(*id);
   msg.author_name = NameOf(author);
   msg.is_bot = BoolField(from, "is_bot") && !sender_chat.is_object();
-  msg.is_self = bot.id != 0 && IntField(from, "id") == bot.id;
+  msg.is_self = bot.id != 0 && json_fields::Int(from, "id") == bot.id;
 
   const json& reply = Field(m, "reply_to_message");
   if (reply.is_object()) {
-    auto reply_id = IntField(reply, "message_id");
+    auto reply_id = json_fields::Int(reply, "message_id");
     // In a forum, a message in a topic "replies" to the topic's root (its forum_topic_created service
     // message): that is where it was written, not a reply.
     const bool topic_root = !msg.thread.empty() && (Field(reply, "forum_topic_created").is_object() ||
                                                     (reply_id && std::to_string(*reply_id) == msg.thread));
     if (reply_id && !topic_root) {
       msg.reply_to_message_id = std::to_string(*reply_id);
-      if (bot.id != 0 && IntField(Field(reply, "from"), "id") == bot.id) msg.mentions_bot = true;
+      if (bot.id != 0 && json_fields::Int(Field(reply, "from"), "id") == bot.id) msg.mentions_bot = true;
     }
   }
   if (!MentionsOf(raw_text, bot.username).empty() ||
@@ -187,7 +178,7 @@ Result<ParsedUpdate> ParseMessage(ParsedUpdate out, const json& m, MessageKind k
 }
 
 Result<ParsedUpdate> ParseCallback(ParsedUpdate out, const json& cq) {
-  out.callback_query_id = StringField(cq, "id");
+  out.callback_query_id = json_fields::String(cq, "id");
   if (out.callback_query_id.empty()) {
     return Fail(Errc::protocol_error, "update " + std::to_string(out.update_id) + "'s callback_query has no id");
   }
@@ -202,11 +193,11 @@ Result<ParsedUpdate> ParseCallback(ParsedUpdate out, const json& cq) {
   action.platform = "telegram";
   action.chat = where->chat;
   action.thread = where->thread;
-  if (auto id = IntField(message, "message_id")) action.message_id = std::to_string(*id);
+  if (auto id = json_fields::Int(message, "message_id")) action.message_id = std::to_string(*id);
   const json& from = Field(cq, "from");
-  if (auto id = IntField(from, "id")) action.author_id = std::to_string(*id);
+  if (auto id = json_fields::Int(from, "id")) action.author_id = std::to_string(*id);
   action.author_name = NameOf(from);
-  action.data = StringField(cq, "data");
+  action.data = json_fields::String(cq, "data");
   action.event_id = std::to_string(out.update_id);
   out.action = std::move(action);
   return out;
@@ -277,8 +268,13 @@ bool Contains(std::string_view haystack, std::string_view needle) {
 }  // namespace
 
 Result<ParsedUpdate> ParseUpdate(const json& update, const TelegramBotInfo& bot) {
-  auto update_id = IntField(update, "update_id");
+  auto update_id = json_fields::Int(update, "update_id");
   if (!update_id) return Fail(Errc::protocol_error, "a Telegram update without an update_id");
+  // The next poll's offset is update_id + 1, and a negative offset means "the last N updates".
+  if (*update_id < 0 || *update_id == INT64_MAX) {
+    return Fail(Errc::protocol_error,
+                "a Telegram update whose update_id " + std::to_string(*update_id) + " cannot be acknowledged");
+  }
   ParsedUpdate out;
   out.update_id = *update_id;
   if (const json& m = Field(update, "message"); m.is_object()) {
@@ -332,9 +328,9 @@ Result<json> ReadResponse(std::string_view method, int status, std::string_view 
     return Fail(ErrorOf(method, status, "HTTP " + std::to_string(status), retry));
   }
   if (BoolField(j, "ok")) return Field(j, "result");
-  const int code = static_cast<int>(IntField(j, "error_code").value_or(status));
-  const std::int64_t retry = IntField(Field(j, "parameters"), "retry_after").value_or(0);
-  return Fail(ErrorOf(method, code, StringField(j, "description"), retry));
+  const int code = static_cast<int>(json_fields::Int(j, "error_code").value_or(status));
+  const std::int64_t retry = json_fields::Int(Field(j, "parameters"), "retry_after").value_or(0);
+  return Fail(ErrorOf(method, code, json_fields::String(j, "description"), retry));
 }
 
 bool IsEntityParseError(const Error& e) {

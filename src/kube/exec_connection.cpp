@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "blocking.hpp"
+#include "json_fields.hpp"
 #include "sessionturn/kube.hpp"
 #include "ws/websocket_tls.hpp"
 
@@ -45,17 +46,17 @@ Error ExecStatusToError(std::string_view status_json, std::string_view where, st
     return Error(Errc::protocol_error, std::string(where) + ": the exec status channel sent something that is not a "
                                                             "Status object: \"" +
                                            Tail(status_json, 120) + "\"");
-  std::string status = json.value("status", "");
+  std::string status = json_fields::String(json, "status");
   if (status == "Success")
     return Error(Errc::connection_lost,
                  std::string(where) + ": the exec stream ended: the remote command exited successfully");
-  std::string message = json.value("message", "");
-  std::string reason = json.value("reason", "");
+  std::string message = json_fields::String(json, "message");
+  std::string reason = json_fields::String(json, "reason");
   std::string exit_code;
-  if (auto details = json.find("details"); details != json.end() && details->is_object()) {
-    if (auto causes = details->find("causes"); causes != details->end() && causes->is_array()) {
+  if (const auto* details = json_fields::Object(json, "details")) {
+    if (const auto* causes = json_fields::Array(*details, "causes")) {
       for (const auto& cause : *causes) {
-        if (cause.is_object() && cause.value("reason", "") == "ExitCode") exit_code = cause.value("message", "");
+        if (json_fields::String(cause, "reason") == "ExitCode") exit_code = json_fields::String(cause, "message");
       }
     }
   }

@@ -6,6 +6,7 @@
 
 #include "blocking.hpp"
 #include "blocking_loop.hpp"
+#include "json_fields.hpp"
 
 namespace sessionturn::kube {
 
@@ -175,9 +176,9 @@ RetryPolicy RestState::Retry() const {
 
 std::string StatusText(const std::string& body) {
   json j = json::parse(body, nullptr, false);
-  if (j.is_object() && j.value("kind", "") == "Status") {
-    std::string reason = j.value("reason", "");
-    std::string message = j.value("message", "");
+  if (json_fields::String(j, "kind") == "Status") {
+    std::string reason = json_fields::String(j, "reason");
+    std::string message = json_fields::String(j, "message");
     if (!reason.empty() && !message.empty()) return reason + ": " + message;
     return !message.empty() ? message : reason;
   }

@@ -11,6 +11,7 @@
 
 #include "blocking.hpp"
 #include "blocking_loop.hpp"
+#include "json_fields.hpp"
 #include "kube/kube_rest.hpp"
 
 namespace sessionturn::kube {
@@ -270,10 +271,11 @@ class WatchOp : public Op, public std::enable_shared_from_this<WatchOp> {
       stream_error_ = Error(Errc::protocol_error, "watch " + path_ + ": an event is not a JSON object");
       return false;
     }
-    std::string type = ev.value("type", "");
+    std::string type = json_fields::String(ev, "type");
     json object = ev.contains("object") ? std::move(ev["object"]) : json::object();
     if (type == "ERROR") {
-      int code = object.is_object() ? object.value("code", 0) : 0;
+      const auto status = json_fields::Int(object, "code").value_or(0);
+      const int code = status >= 100 && status <= 599 ? static_cast<int>(status) : 0;
       if (code == 410) {
         gone_ = true;  // the resourceVersion was compacted away: re-list
       } else {

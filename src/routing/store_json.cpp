@@ -179,12 +179,14 @@ Result<InboundMessage> InboundMessageFromJsonText(std::string_view text) {
     else if (k == "mentions_bot") flag(k, v, m.mentions_bot);
     else if (k == "is_private_chat") flag(k, v, m.is_private_chat);
     else if (k == "received_ms") {
+      // Past what the clock holds (about ±292 years at nanosecond ticks) the cast would overflow.
+      using Clock = std::chrono::system_clock;
+      constexpr auto kMaxMs = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::duration::max()).count();
       std::int64_t ms = 0;
-      if (v.get(ms) == simdjson::SUCCESS) {
-        m.received = std::chrono::system_clock::time_point(
-            std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::milliseconds(ms)));
+      if (v.get(ms) == simdjson::SUCCESS && ms >= -kMaxMs && ms <= kMaxMs) {
+        m.received = Clock::time_point(std::chrono::duration_cast<Clock::duration>(std::chrono::milliseconds(ms)));
       } else if (!v.is_null()) {
-        mismatch(k, "an integer");
+        mismatch(k, "an integer of milliseconds the clock can hold");
       }
     } else if (k == "attachments_text") {
       sj::array arr;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "json_fields.hpp"
 #include "runtime/text.hpp"
 
 namespace sessionturn::runtime::claude {
@@ -12,34 +13,31 @@ constexpr std::size_t kShortInputBytes = 200;
 // Deeper lines are not the agent's protocol (its deepest is a tool input): nlohmann's copy, dump and
 // destruction recurse, so a line of 8 MiB of '[' must be refused before it is parsed.
 constexpr int kMaxNesting = 128;
+// A streamed tool input kept past this many bytes would only feed a one-line summary.
+constexpr std::size_t kMaxStreamedToolInput = 1 << 20;
+// What an overflowed input is replaced by: not JSON, so the tool line shows no input.
+constexpr std::string_view kOverflowedToolInput = "(too long)";
 constexpr std::string_view kEllipsis = "\xE2\x80\xA6";
 
 std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 std::string Line(const Json& j) { return Dump(j) + "\n"; }
 
-// Type-safe field reads: a field of the wrong type reads as absent.
-const Json* Field(const Json& j, const char* key) {
-  if (!j.is_object()) return nullptr;
-  auto it = j.find(key);
-  return it == j.end() ? nullptr : &*it;
-}
+// Type-safe field reads (json_fields.hpp): a field of the wrong type reads as absent, as 0 or false.
+using json_fields::Field;
 std::string Str(const Json& j, const char* key) {
-  const Json* f = Field(j, key);
-  return f && f->is_string() ? f->get<std::string>() : std::string();
+  return json_fields::String(j, key);
 }
 bool Bool(const Json& j, const char* key) {
-  const Json* f = Field(j, key);
-  return f && f->is_boolean() && f->get<bool>();
+  return json_fields::Bool(j, key).value_or(false);
 }
 std::int64_t Int(const Json& j, const char* key) {
-  const Json* f = Field(j, key);
-  return f && f->is_number_integer() ? f->get<std::int64_t>() : 0;
+  return json_fields::Int(j, key).value_or(0);
 }
 const Json& Obj(const Json& j, const char* key) {
   static const Json kEmpty = Json::object();
-  const Json* f = Field(j, key);
-  return f && f->is_object() ? *f : kEmpty;
+  const Json* f = json_fields::Object(j, key);
+  return f != nullptr ? *f : kEmpty;
 }
 
 std::string Excerpt(std::string_view s, std::size_t max = 120) {
@@ -376,7 +374,14 @@ void StreamDecoder::StreamEvent(const Json& event, LineOutcome& out) {
       e.text = std::move(text);
       out.events.push_back(std::move(e));
     } else if (dtype == "input_json_delta" && block_tool_.count(index)) {
-      block_tool_input_[index] += Str(delta, "partial_json");
+      // Only the tool line's short input is made from it, and the assembled message repeats the whole
+      // input: past kMaxStreamedToolInput the rest is not kept, and the tool line goes without input.
+      std::string& input = block_tool_input_[index];
+      const std::string piece = Str(delta, "partial_json");
+      if (input.size() + piece.size() <= kMaxStreamedToolInput)
+        input += piece;
+      else
+        input.assign(kOverflowedToolInput);
     }
   } else if (type == "content_block_stop") {
     if (auto it = block_text_.find(index); it != block_text_.end()) {
@@ -389,7 +394,9 @@ void StreamDecoder::StreamEvent(const Json& event, LineOutcome& out) {
       block_text_.erase(it);
     }
     if (auto it = block_tool_.find(index); it != block_tool_.end()) {
-      Json input = Json::parse(block_tool_input_[index], nullptr, false);
+      // The brackets arrived inside the deltas' strings, so the line check did not see them.
+      const std::string& text = block_tool_input_[index];
+      Json input = TooDeep(text) ? Json::object() : Json::parse(text, nullptr, false);
       if (input.is_discarded()) input = Json::object();
       ToolStarted(it->second, block_tool_name_[index], input, out);
       block_tool_.erase(it);

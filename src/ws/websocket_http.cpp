@@ -10,6 +10,7 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 
+#include "json_fields.hpp"
 #include "ws/websocket.hpp"
 #include "ws/websocket_internal.hpp"
 
@@ -74,8 +75,8 @@ bool HeaderHasToken(const std::string& value, std::string_view token) {
 Error RefusedUpgrade(const std::string& where, const HttpHead& head, std::string_view body) {
   std::string message = "WebSocket upgrade to " + where + " refused: " + head.status_line;
   auto json = nlohmann::json::parse(body, nullptr, false);
-  if (!json.is_discarded() && json.is_object() && json.value("kind", "") == "Status") {
-    std::string text = json.value("message", "");
+  if (!json.is_discarded() && json_fields::String(json, "kind") == "Status") {
+    std::string text = json_fields::String(json, "message");
     if (!text.empty()) message += ": " + text;
   } else if (!body.empty()) {
     std::string text(Trim(body.substr(0, 200)));

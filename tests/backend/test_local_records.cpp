@@ -135,3 +135,41 @@ TEST_CASE("session record cache: Forget drops what is kept, and a recreated file
   REQUIRE(WriteSessionRecord(path, Record("two"), false));
   CHECK(cache.Read(path)->message == "two");
 }
+
+TEST_CASE("record files: a field of another type or out of range is an io_error naming it, not an exception",
+          "[backend][records]") {
+  TempDir dir;
+  const std::string session = dir.path + "/session.json";
+  REQUIRE(WriteSessionRecord(session, Record("fine"), false));
+  const std::string good = ReadFile(session);
+  // 2^32 + 1 would read as version 1 if narrowed to an int.
+  for (const char* version : {"4294967297", "\"1\"", "1.0"}) {
+    std::string text = good;
+    const auto at = text.find("\"version\": ");
+    REQUIRE(at != std::string::npos);
+    const auto end = text.find_first_of(",\n}", at);
+    text.replace(at, end - at, std::string("\"version\": ") + version);
+    WriteFile(session, text);
+    INFO(text);
+    auto bad = ReadSessionRecord(session);
+    REQUIRE(!bad);
+    CHECK(bad.error().code == Errc::io_error);
+    CHECK_THAT(bad.error().message, Catch::Contains(session) && Catch::Contains("version"));
+  }
+
+  const std::string runtime = dir.path + "/runtime.json";
+  WriteFile(runtime, R"({"pid":12,"inProcess":true})");
+  auto read = ReadRuntimeRecord(runtime);
+  REQUIRE(read);
+  CHECK(read->in_process);
+  WriteFile(runtime, R"({"pid":12})");
+  CHECK_FALSE(ReadRuntimeRecord(runtime)->in_process);
+  for (const char* odd : {R"({"pid":12,"inProcess":"true"})", R"({"pid":12,"inProcess":1})"}) {
+    WriteFile(runtime, odd);
+    INFO(odd);
+    auto bad = ReadRuntimeRecord(runtime);
+    REQUIRE(!bad);
+    CHECK(bad.error().code == Errc::io_error);
+    CHECK_THAT(bad.error().message, Catch::Contains(runtime) && Catch::Contains("\"inProcess\" is not a boolean"));
+  }
+}

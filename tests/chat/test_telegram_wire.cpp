@@ -191,6 +191,12 @@ TEST_CASE("telegram wire: unreadable updates are errors that say what is wrong",
   auto no_id = tg::ParseUpdate(json{{"message", json::object()}}, kBot);
   REQUIRE_FALSE(no_id);
   CHECK_THAT(no_id.error().message, Catch::Contains("update_id"));
+  // An id whose next offset would overflow, or a negative one (a negative offset counts from the end).
+  for (std::int64_t id : {INT64_MAX, std::int64_t{-5}}) {
+    auto bad_id = tg::ParseUpdate(json{{"update_id", id}, {"poll", json::object()}}, kBot);
+    REQUIRE_FALSE(bad_id);
+    CHECK_THAT(bad_id.error().message, Catch::Contains("update_id " + std::to_string(id)));
+  }
   auto no_chat = tg::ParseUpdate(json{{"update_id", 1}, {"message", {{"message_id", 1}, {"text", "x"}}}}, kBot);
   REQUIRE_FALSE(no_chat);
   CHECK_THAT(no_chat.error().message, Catch::Contains("chat.id"));

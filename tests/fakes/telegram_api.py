@@ -81,9 +81,10 @@ Control API under /_test/ (no token; JSON in and out; a test's mistake is 400 {"
   GET  /_test/updates                 every update made: {update_id, update, confirmed, given_up}
   GET  /_test/deliveries              every webhook POST: {update_id, attempt, status, error, time}
   POST /_test/faults   {method ("*" for any), status: 429|500|502|400, description?, retry_after?, count?} or
-                       {method: "getUpdates", kind: "drop", count?}: the next count (default 1) calls of the method
-                       fail so (502 is nginx's HTML page, as the real front end sends it; drop closes the
-                       connection without an answer mid-poll)
+                       {method: "getUpdates", kind: "drop", count?} or {method, kind: "result", result, count?}:
+                       the next count (default 1) calls of the method fail so (502 is nginx's HTML page, as the
+                       real front end sends it; drop closes the connection without an answer mid-poll; result
+                       answers ok with that result and does nothing, for answers of unexpected shape)
   POST /_test/wait     {method?, chat_id?, text_contains?, count?, started?, status?, timeout? (10 s)} ->
                        {match, matches}: waits for count bot messages (no method) or finished calls of method
                        (started: also calls still running, such as a long poll; status: only calls answered so)
@@ -229,9 +230,12 @@ class Handler(BaseHTTPRequestHandler):
                     raise ApiError(401, "Unauthorized")
                 if fn is None:
                     raise ApiError(404, "Not Found")
-                if fault:
+                if fault and fault["kind"] == "result":
+                    result = fault["result"]  # what a broken or future server might answer; nothing happens
+                elif fault:
                     raise self.fault_error(fault)
-                result = fn(state, params)
+                else:
+                    result = fn(state, params)
                 code, answer = 200, {"ok": True, "result": result}
                 if isinstance(result, tuple):
                     answer = {"ok": True, "result": result[0], "description": result[1]}

@@ -172,6 +172,11 @@ def add_fault(state, body):
         raise ControlError("a fault needs a method (or \"*\")")
     if body.get("kind") == "drop":
         fault = {"method": method.lower(), "kind": "drop", "count": int(body.get("count", 1))}
+    elif body.get("kind") == "result":
+        if "result" not in body:
+            raise ControlError("a result fault needs the result to answer with")
+        fault = {"method": method.lower(), "kind": "result", "count": int(body.get("count", 1)),
+                 "result": body["result"]}
     else:
         status = body.get("status")
         if status not in (429, 500, 502, 400):

@@ -314,4 +314,13 @@ TEST_CASE("kube backend: Sessions from a YAML template file keep their types and
   REQUIRE_FALSE(missing);
   CHECK(missing.error().code == Errc::invalid_argument);
   CHECK_THAT(missing.error().message, Catch::Contains("missing.yaml"));
+
+  // Labels or annotations that are not a map are refused when the backend is made, not on first use.
+  for (const char* bad : {"metadata:\n  labels: core\nspec: {}\n", "metadata:\n  annotations: [a, b]\nspec: {}\n"}) {
+    options.template_file = dir.File("bad.yaml", bad);
+    auto refused_template = MakeKubernetesBackend(context, fake.Config(), options);
+    REQUIRE_FALSE(refused_template);
+    CHECK(refused_template.error().code == Errc::invalid_argument);
+    CHECK_THAT(refused_template.error().message, Catch::Contains("bad.yaml") && Catch::Contains("is not a map"));
+  }
 }

@@ -163,6 +163,31 @@ def test_adapter_errors_are_named(root):
         fake.stop()
 
 
+def test_telegram_answers_with_fields_of_other_types_are_errors_not_hangs(root):
+    # A field of another type in a Bot API result once threw out of the reader: the call's caller never heard back.
+    fake = tg.Fake(root)
+    try:
+        adapter = sessionturn.TelegramAdapter(tg.TOKEN, api_url=fake.url, chat_interval=0.0)
+        fake.fault(method="getMe", kind="result", result={"id": "1", "username": 5, "can_read_all_group_messages": 1})
+        with pytest.raises(sessionturn.ProtocolError, match="no bot id or username"):
+            adapter.connect()
+        bot = adapter.connect()
+        router = sessionturn.Router(local_backend(root), adapter, owner_uid=str(bot["id"]),
+                                    bot_username=bot["username"], store_path=os.path.join(root, "r.db"),
+                                    progress_interval=0.05)
+        with router:
+            adapter.start_polling(router)
+            # The placeholder's sendMessage is answered with a message_id that is a string: a failed post, and the
+            # reply still comes, as a post of its own.
+            fake.fault(method="sendMessage", kind="result", result={"message_id": "77001", "text": "x"})
+            fake.send(42, "hello there")
+            assert "hello there" in fake.wait_reply(42, "echo #1:", timeout=WAIT)["text"]
+            answered = [c for c in fake.calls("sendMessage") if c["status"] == 200]
+            assert answered and answered[0]["response"]["result"] == {"message_id": "77001", "text": "x"}
+    finally:
+        fake.stop()
+
+
 def test_slack_socket_mode_through_the_python_router(root):
     fake = sl.SlackFake(root)
     try:

@@ -102,6 +102,31 @@ TEST_CASE("store: inbox entries keep every message field and come back in id ord
   CHECK(s.ListInbox("nobody")->empty());
 }
 
+TEST_CASE("store: a stored message's time past what the clock holds is an error naming the field", "[routing][store]") {
+  const auto ok = routing::InboundMessageFromJsonText(routing::InboundMessageToJsonText(FullMessage()));
+  REQUIRE(ok);
+  CHECK(ok->received == FullMessage().received);
+  // The whole message with its received_ms replaced.
+  auto with_ms = [](const std::string& ms) {
+    std::string text = routing::InboundMessageToJsonText(FullMessage());
+    const auto at = text.find("\"received_ms\":");
+    REQUIRE(at != std::string::npos);
+    const auto end = text.find_first_of(",}", at);
+    return text.replace(at, end - at, "\"received_ms\":" + ms);
+  };
+  for (const char* ms : {"9223372036854775807", "-9223372036854775807", "\"1\""}) {
+    INFO(ms);
+    const auto bad = routing::InboundMessageFromJsonText(with_ms(ms));
+    REQUIRE_FALSE(bad);
+    CHECK_THAT(bad.error().message, Catch::Contains("\"received_ms\""));
+  }
+  const auto far = routing::InboundMessageFromJsonText(with_ms("9000000000000"));  // the year 2255
+  INFO((far ? std::string() : far.error().message));
+  REQUIRE(far);
+  CHECK(std::chrono::duration_cast<std::chrono::seconds>(far->received.time_since_epoch()).count() ==
+        9'000'000'000);
+}
+
 TEST_CASE("store: an inbox entry is edited, marked deleted and removed", "[routing][store]") {
   Fixture f;
   auto& s = *f.store;

@@ -104,6 +104,39 @@ TEST_CASE("claude wire: each text block is one message after its deltas, streame
   CHECK(d.session_id() == "s-1");
 }
 
+TEST_CASE("claude wire: a streamed tool input nested too deep or too long starts the tool without input", "[claude]") {
+  // The brackets arrive inside the deltas' strings, where the per-line depth check cannot see them.
+  StreamDecoder d;
+  d.BeginTurn();
+  auto delta = [](const std::string& piece) {
+    return Stream(R"({"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":")" +
+                  piece + R"("}})");
+  };
+  std::vector<std::string> lines{Stream(
+      R"({"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t1","name":"Bash"}})")};
+  for (int i = 0; i < 100; ++i) lines.push_back(delta(std::string(1000, '[')));
+  lines.push_back(delta(std::string(100000, ']')));
+  lines.push_back(Stream(R"({"type":"content_block_stop","index":0})"));
+  auto evs = Feed(d, lines);
+  REQUIRE(evs.size() == 1);
+  CHECK(Sig(evs)[0] == "tool.started||t1|Bash|running");
+
+  // Past the bound (1 MiB) what streamed is not kept; the tool still starts, once.
+  StreamDecoder big;
+  big.BeginTurn();
+  lines = {
+      Stream(R"({"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t2","name":"Bash"}})"),
+      delta(R"({\"command\":\")")};
+  for (int i = 0; i < 20; ++i) lines.push_back(delta(std::string(60000, 'x')));
+  lines.push_back(delta(R"(\"})"));
+  lines.push_back(Stream(R"({"type":"content_block_stop","index":0})"));
+  lines.push_back(
+      R"({"type":"assistant","message":{"content":[{"type":"tool_use","id":"t2","name":"Bash","input":{"command":"x"}}]}})");
+  evs = Feed(big, lines);
+  REQUIRE(evs.size() == 1);
+  CHECK(Sig(evs)[0] == "tool.started||t2|Bash|running");
+}
+
 TEST_CASE("claude wire: without streaming, each assembled text block is a message", "[claude]") {
   StreamDecoder d;
   d.BeginTurn();
