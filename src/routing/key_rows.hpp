@@ -15,6 +15,19 @@
 
 namespace sessionturn::routing {
 
+// Removes the one (hash -> value) entry of a multimap; false when there is none.
+inline bool EraseEntry(std::unordered_multimap<std::uint64_t, std::int64_t>& map, std::uint64_t hash,
+                       std::int64_t value) {
+  auto [first, last] = map.equal_range(hash);
+  for (auto it = first; it != last; ++it) {
+    if (it->second == value) {
+      map.erase(it);
+      return true;
+    }
+  }
+  return false;
+}
+
 struct KeyRows {
   std::unordered_multimap<std::uint64_t, std::int64_t> seq_by_hash;
   std::deque<std::pair<std::int64_t, std::uint64_t>> order;  // (seq, hash), oldest first
@@ -39,15 +52,10 @@ struct KeyRows {
   // A row removed on its own: its place in `order` is passed over by eviction, and dropped when such
   // places outnumber the live rows.
   void Erase(std::uint64_t hash, std::int64_t seq) {
-    auto [first, last] = seq_by_hash.equal_range(hash);
-    for (auto it = first; it != last; ++it) {
-      if (it->second != seq) continue;
-      seq_by_hash.erase(it);
-      --live;
-      if (order.size() > 2 * static_cast<std::size_t>(live) + 64) {
-        std::erase_if(order, [this](const auto& e) { return !Has(e.second, e.first); });
-      }
-      return;
+    if (!EraseEntry(seq_by_hash, hash, seq)) return;
+    --live;
+    if (order.size() > 2 * static_cast<std::size_t>(live) + 64) {
+      std::erase_if(order, [this](const auto& e) { return !Has(e.second, e.first); });
     }
   }
   // The oldest `count` live rows forgotten here; returns the seq of the last of them (0: none), so
@@ -58,14 +66,7 @@ struct KeyRows {
     while (*forgotten < count && !order.empty()) {
       const auto [seq, hash] = order.front();
       order.pop_front();
-      if (!Has(hash, seq)) continue;  // removed already: its row is gone
-      auto [first, last] = seq_by_hash.equal_range(hash);
-      for (auto it = first; it != last; ++it) {
-        if (it->second == seq) {
-          seq_by_hash.erase(it);
-          break;
-        }
-      }
+      if (!EraseEntry(seq_by_hash, hash, seq)) continue;  // removed already: its row is gone
       --live;
       through = seq;
       ++*forgotten;
