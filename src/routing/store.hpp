@@ -208,10 +208,7 @@ class RouterStore {
   Result<std::optional<BotMessage>> FindBotMessage(const ChatRef& chat, std::string_view message_id);
 
   // Dedupe keys, bounded per kind by limits().dedupe_per_kind (the oldest remembered evicted first).
-  // True when the key was there already; otherwise it is remembered and the answer is false. The keys
-  // an accepted message brought (AcceptMessage) are held in its work row while it waits or runs, and
-  // join the bounded tables when the row goes (its turn's end, its withdrawal), in that transaction:
-  // they are seen all along, and count against the bound from then on (v11).
+  // True when the key was there already; otherwise it is remembered and the answer is false.
   Result<bool> SeenOrRemember(DedupeKind kind, std::string_view key);
   Result<bool> Forget(DedupeKind kind, std::string_view key);  // true when it was there
 
@@ -241,9 +238,9 @@ class RouterStore {
   // The inbox.
   Result<std::int64_t> AddInbox(const ThreadRef& thread, std::string_view session, const InboundMessage& message,
                                 StoreTime accepted);
-  // One transaction: when any of `keys` (at most one of each kind: an event and a message key) was
-  // seen already, nothing is written and the answer is nullopt (a redelivery); otherwise every key is
-  // remembered (in the new row, until it goes: see SeenOrRemember) and the message added to the inbox.
+  // One transaction: when any of `keys` (at most two: an event and a message key) was seen already,
+  // nothing is written and the answer is nullopt (a redelivery); otherwise every key is remembered
+  // and the message added to the inbox.
   // An adapter acknowledges a delivery only after this returned, so a crash anywhere loses nothing.
   Result<std::optional<std::int64_t>> AcceptMessage(const ThreadRef& thread, std::string_view session,
                                                     const InboundMessage& message, std::span<const DedupeKey> keys,
@@ -315,10 +312,8 @@ class RouterStore {
   // rows do not name them (ListInbox, ListTurns).
   Result<std::unordered_map<std::int64_t, std::string>> PostedFor();
   Result<std::vector<InboxEntry>> ReceiptsFromIndex(Result<std::vector<InboxEntry>> entries);
-  // `event_key`, `message_key`: the dedupe keys the row holds until it goes; empty: none.
   Result<std::int64_t> InsertInbox(std::string_view op, const ThreadRef& thread, std::string_view session,
-                                   const InboundMessage& message, StoreTime accepted,
-                                   std::string_view event_key = {}, std::string_view message_key = {});
+                                   const InboundMessage& message, StoreTime accepted);
   // The next work row's id, never given before in the file's life. Ids are reserved in the file
   // (id_blocks) a block at a time, ahead of use, in the transaction that uses the first of them; the
   // mark is read again after a rollback (Db::rollbacks), which may have taken a reservation back.
@@ -344,34 +339,6 @@ class RouterStore {
   // burst's keys cost one DELETE per kind, not one per message; the bound holds at every commit).
   Status EvictDedupeDue(DedupeKind kind);
   Status EvictDedupeAtCommit();  // what the open batch deferred
-
-  // The dedupe keys held in work rows (v11: work.event_key, work.message_key), with their hashes, so
-  // that a look-up needs no SQL and an accepted message's keys cost no write of their own until its
-  // row goes, when they are appended from here (reading them back from the row would walk its record
-  // past the message's JSON). Loaded at the first use and again after any rollback.
-  struct RowKeys {
-    struct Row {
-      std::string text;  // the event key, then the message key
-      std::uint32_t event_size = 0;
-      std::uint64_t hash[2] = {0, 0};  // by DedupeKind
-      bool has[2] = {false, false};
-      std::string_view Key(int k) const {
-        return k == 0 ? std::string_view(text).substr(0, event_size) : std::string_view(text).substr(event_size);
-      }
-    };
-    std::unordered_multimap<std::uint64_t, std::int64_t> row_by_hash[2];  // by DedupeKind: hash -> work id
-    std::unordered_map<std::int64_t, Row> rows;                           // work id -> its keys
-    std::optional<std::uint64_t> at;  // db_->rollbacks() when loaded; none: not loaded
-  };
-  Result<RowKeys*> HeldKeys();
-  // The work row holding `key`, when one does.
-  Result<std::optional<std::int64_t>> FindHeldKey(DedupeKind kind, std::string_view key, std::uint64_t hash);
-  // Forget for a key a work row holds: the row keeps none of that kind.
-  Result<bool> ForgetHeld(DedupeKind kind, std::string_view key, std::uint64_t hash);
-  // Seen in the tables or held by a work row.
-  Result<bool> KeySeen(DedupeKind kind, std::string_view key, std::uint64_t hash);
-  // Once work row `id` is deleted (in the same transaction): the keys it held appended to the tables.
-  Status ReleaseKeys(std::string_view op, std::int64_t id);
 
   // The bot-message index as the file holds it, by the hash of its (platform, workspace, chat,
   // message id) (KeyRows): a look-up reads one row by its seq, and a new entry is one append, with no
@@ -411,7 +378,6 @@ class RouterStore {
   bool evict_bots_at_commit_ = false;        // the open batch took the bot-message index past its bound
   RouteCache routes_;
   DedupeMirror dedupe_;
-  RowKeys held_keys_;
   TurnRows turn_rows_;
   struct IdBlock {
     std::int64_t next = 0;      // the next id to give

@@ -2,6 +2,7 @@
 // delivery with its dedupe keys in one transaction, and the in-flight turns. Both are rows of one
 // table, `work` (v7): a message waits while its request_id is NULL, and its turn's start sets it.
 #include <algorithm>
+#include <array>
 
 #include "routing/store.hpp"
 #include "routing/store_json.hpp"
@@ -88,18 +89,14 @@ Result<std::int64_t> RouterStore::NextWorkId() {
 }
 
 Result<std::int64_t> RouterStore::InsertInbox(std::string_view op, const ThreadRef& thread, std::string_view session,
-                                              const InboundMessage& message, StoreTime accepted,
-                                              std::string_view event_key, std::string_view message_key) {
+                                              const InboundMessage& message, StoreTime accepted) {
   auto id = NextWorkId();
   if (!id) return Fail(id.error());
   auto q = db_->Query(op, R"sql(
-    INSERT INTO work (id, platform, workspace, chat, thread, session, author_id, message, accepted_ms, event_key,
-                      message_key)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, NULLIF(?10, ''), NULLIF(?11, '')))sql");
+    INSERT INTO work (id, platform, workspace, chat, thread, session, author_id, message, accepted_ms)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9))sql");
   if (!q) return Fail(q.error());
-  if (auto st = q->Exec(*id, thread, session, message.author_id, InboundMessageToJsonText(message), accepted,
-                        event_key, message_key);
-      !st)
+  if (auto st = q->Exec(*id, thread, session, message.author_id, InboundMessageToJsonText(message), accepted); !st)
     return Fail(st.error());
   return *id;
 }
@@ -113,47 +110,33 @@ Result<std::optional<std::int64_t>> RouterStore::AcceptMessage(const ThreadRef& 
                                                                const InboundMessage& message,
                                                                std::span<const DedupeKey> keys, StoreTime accepted) {
   using Accepted = std::optional<std::int64_t>;
-  // The keys by kind; a key listed twice is one key.
-  std::string_view by_kind[2];
-  for (const DedupeKey& k : keys) {
-    std::string_view& slot = by_kind[k.kind == DedupeKind::event ? 0 : 1];
-    if (k.key.empty())
-      return Fail(Errc::invalid_argument, "AcceptMessage: a " + std::string(ToString(k.kind)) + " key is empty");
-    if (!slot.empty() && slot != k.key)
-      return Fail(Errc::invalid_argument, "AcceptMessage takes one dedupe key of each kind, got two " +
-                                              std::string(ToString(k.kind)) + " keys");
-    slot = k.key;
-  }
   // A key seen already makes this a redelivery, and nothing is written: the look-ups are in memory
   // (store_dedupe.cpp), so a redelivery costs no transaction.
-  std::uint64_t hashes[2] = {0, 0};
-  for (int k = 0; k < 2; ++k) {
-    if (by_kind[k].empty()) continue;
-    hashes[k] = KeyRows::Hash(by_kind[k]);
-    auto seen = KeySeen(k == 0 ? DedupeKind::event : DedupeKind::message, by_kind[k], hashes[k]);
+  std::array<std::uint64_t, 2> hashes{};
+  if (keys.size() > hashes.size())
+    return Fail(Errc::invalid_argument, "AcceptMessage takes at most " + std::to_string(hashes.size()) +
+                                            " dedupe keys, got " + std::to_string(keys.size()));
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    hashes[i] = KeyRows::Hash(keys[i].key);
+    auto seen = FindKey(keys[i].kind, keys[i].key, hashes[i]);
     if (!seen) return Fail(seen.error());
     if (*seen) return Accepted();
   }
-  auto held = HeldKeys();  // loaded before the row is added, which it records below
-  if (!held) return Fail(held.error());
-  // The keys go into the message's own row: no write of their own until the row goes (ReleaseKeys).
   auto tx = Transaction::Begin(*db_, "AcceptMessage");
   if (!tx) return Fail(tx.error());
-  auto id = InsertInbox("AcceptMessage", thread, session, message, accepted, by_kind[0], by_kind[1]);
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const DedupeKey& k = keys[i];
+    // A key listed twice is one key.
+    if (i == 1 && k.kind == keys[0].kind && k.key == keys[0].key) continue;
+    if (auto st = RememberKey("AcceptMessage", k.kind, k.key, hashes[i]); !st) return Fail(st.error());
+  }
+  for (DedupeKind kind : {DedupeKind::event, DedupeKind::message}) {
+    if (std::none_of(keys.begin(), keys.end(), [kind](const DedupeKey& k) { return k.kind == kind; })) continue;
+    if (auto st = EvictDedupeDue(kind); !st) return Fail(st.error());
+  }
+  auto id = InsertInbox("AcceptMessage", thread, session, message, accepted);
   if (!id) return Fail(id.error());
   if (auto st = tx->Commit(); !st) return Fail(st.error());
-  if (by_kind[0].empty() && by_kind[1].empty()) return Accepted(*id);
-  // A rollback since HeldKeys() (the commit's own, or a batch's later) reloads them from the file.
-  RowKeys::Row& row = held_keys_.rows[*id];
-  row.text.reserve(by_kind[0].size() + by_kind[1].size());
-  row.text.append(by_kind[0]).append(by_kind[1]);
-  row.event_size = static_cast<std::uint32_t>(by_kind[0].size());
-  for (int k = 0; k < 2; ++k) {
-    if (by_kind[k].empty()) continue;
-    row.has[k] = true;
-    row.hash[k] = hashes[k];
-    held_keys_.row_by_hash[k].emplace(hashes[k], *id);
-  }
   return Accepted(*id);
 }
 
@@ -179,18 +162,10 @@ Status RouterStore::SetInboxReceipt(std::int64_t id, std::string_view receipt_id
 }
 
 Result<bool> RouterStore::RemoveInbox(std::int64_t id) {
-  auto tx = Transaction::Begin(*db_, "RemoveInbox");
-  if (!tx) return Fail(tx.error());
   auto q = db_->Query("RemoveInbox", "DELETE FROM work WHERE id = ?1 AND request_id IS NULL");
   if (!q) return Fail(q.error());
   if (auto st = q->Exec(id); !st) return Fail(st.error());
-  const bool removed = db_->Changes() > 0;
-  // A withdrawn message's keys stay remembered: a redelivery of it must not run it after all.
-  if (removed) {
-    if (auto st = ReleaseKeys("RemoveInbox", id); !st) return Fail(st.error());
-  }
-  if (auto st = tx->Commit(); !st) return Fail(st.error());
-  return removed;
+  return db_->Changes() > 0;
 }
 
 Result<std::unordered_map<std::int64_t, std::string>> RouterStore::PostedFor() {
@@ -288,15 +263,9 @@ Result<bool> RouterStore::DeleteTurn(std::string_view op, std::string_view reque
   if (!q) return Fail(q.error());
   if (auto st = q->Exec(it->second); !st) return Fail(st.error());
   const bool deleted = db_->Changes() > 0;
-  const std::int64_t row = it->second;
   (*turns)->by_request.erase(it);
-  if (!deleted) {
-    turn_rows_.at.reset();  // the mirror was off: loaded again next time
-    return false;
-  }
-  // The caller's transaction (CompleteTurn, FinishTurn) takes the message's keys with the row's end.
-  if (auto st = ReleaseKeys(op, row); !st) return Fail(st.error());
-  return true;
+  if (!deleted) turn_rows_.at.reset();  // the mirror was off: loaded again next time
+  return deleted;
 }
 
 Result<TurnRecord> RouterStore::BeginTurn(std::int64_t inbox_id, std::string_view request_id, StoreTime started,
@@ -378,12 +347,7 @@ Status RouterStore::UpdateTurnCursor(std::string_view request_id, const TurnCurs
 }
 
 Result<bool> RouterStore::FinishTurn(std::string_view request_id) {
-  auto tx = Transaction::Begin(*db_, "FinishTurn");
-  if (!tx) return Fail(tx.error());
-  auto finished = DeleteTurn("FinishTurn", request_id);
-  if (!finished) return Fail(finished.error());
-  if (auto st = tx->Commit(); !st) return Fail(st.error());
-  return finished;
+  return DeleteTurn("FinishTurn", request_id);
 }
 
 Result<std::vector<TurnRecord>> RouterStore::ListTurns() {

@@ -294,15 +294,6 @@ DROP TABLE bot_messages;
 ALTER TABLE bot_messages_v10 RENAME TO bot_messages;
 )sql";
 
-// v11: an accepted message's dedupe keys (the rest of AcceptMessage's writes, two appends to the
-// dedupe tables, a fifth of a burst's intake) are held in its work row, NULL when it has none, and
-// appended to the tables in the transaction that deletes the row (its turn's end, its withdrawal), so
-// the burst writes none. Rows accepted before v11 keep NULL: their keys are in the tables already.
-constexpr std::string_view kSchemaV11 = R"sql(
-ALTER TABLE work ADD COLUMN event_key TEXT;
-ALTER TABLE work ADD COLUMN message_key TEXT;
-)sql";
-
 // Append only: a released step never changes, since stores in the field already ran it. A v2 is a
 // new entry after v1, e.g.
 //   {2, "v2: outbox entries remember their message ids",
@@ -321,7 +312,6 @@ constexpr SchemaStep kSchemaSteps[] = {
     {8, "v8: work ids reserved in blocks (no AUTOINCREMENT)", kSchemaV8},
     {9, "v9: no work index by request id (the turns in flight are kept in memory)", kSchemaV9},
     {10, "v10: no UNIQUE bot-message index (the entries' keys are kept in memory)", kSchemaV10},
-    {11, "v11: an accepted message holds its dedupe keys until its row goes", kSchemaV11},
 };
 
 }  // namespace

@@ -41,8 +41,8 @@ TEST_CASE("store schema: a new store is at this build's version with every table
   TempDir dir;
   const std::string path = dir.File("router.db");
   OpenStore(path).reset();
-  REQUIRE(SchemaVersion() == 11);
-  REQUIRE(SchemaSteps().size() == 11);
+  REQUIRE(SchemaVersion() == 10);
+  REQUIRE(SchemaSteps().size() == 10);
   RawDb raw(path);
   CHECK(raw.Int("PRAGMA user_version") == SchemaVersion());
   for (const char* table : {"bindings", "chat_sessions", "current_sessions", "bot_messages", "dedupe_event", "dedupe_message", "work",
@@ -430,35 +430,6 @@ TEST_CASE("store schema: a v9 store's bot messages keep their rows and order at 
   CHECK(raw.Int("SELECT count(*) FROM bot_messages") == 4);
   CHECK(raw.Int("SELECT min(seq) FROM bot_messages") == 6);
   CHECK(raw.Int("SELECT max(seq) FROM bot_messages") == 11);
-}
-
-TEST_CASE("store schema: a v10 store's waiting messages hold no keys at v11, theirs stay in the tables",
-          "[routing][store]") {
-  TempDir dir;
-  const std::string path = dir.File("router.db");
-  WriteAtVersion(path, 10, R"sql(
-    INSERT INTO work (id, platform, workspace, chat, thread, session, author_id, message, accepted_ms) VALUES
-      (3, 'slack', 'T1', 'C1', 'T1', 'one', 'U1', '{"platform":"slack","chat":"C1","message_id":"m3","text":"three"}', 30);
-    INSERT INTO dedupe_event (seq, key) VALUES (1, 'E3');
-    INSERT INTO dedupe_message (seq, key) VALUES (1, 'M3');)sql");
-  auto store = OpenStore(path);
-  {
-    RawDb raw(path);
-    CHECK(raw.Int("PRAGMA user_version") == SchemaVersion());
-    CHECK(raw.Int("SELECT count(*) FROM work WHERE id = 3 AND event_key IS NULL AND message_key IS NULL") == 1);
-  }
-  // Its keys are seen, from the tables; its withdrawal writes none again; a new message's row holds its own.
-  CHECK(*store->SeenOrRemember(DedupeKind::event, "E3"));
-  CHECK(*store->SeenOrRemember(DedupeKind::message, "M3"));
-  REQUIRE(*store->RemoveInbox(3));
-  const std::vector<DedupeKey> keys{{DedupeKind::event, "E4"}, {DedupeKind::message, "M4"}};
-  auto id = store->AcceptMessage(Thread(), "one", Message("four"), keys, At(40));
-  REQUIRE(id);
-  REQUIRE(id->has_value());
-  RawDb raw(path);
-  CHECK(raw.Int("SELECT count(*) FROM dedupe_event") == 1);
-  CHECK(raw.Int("SELECT count(*) FROM dedupe_message") == 1);
-  CHECK(raw.Int("SELECT count(*) FROM work WHERE event_key = 'E4' AND message_key = 'M4'") == 1);
 }
 
 TEST_CASE("store schema: a failing step changes nothing, its version included", "[routing][store]") {

@@ -56,14 +56,6 @@ std::vector<DedupeKey> Keys(const std::string& event, const std::string& message
   return {DedupeKey{DedupeKind::event, event}, DedupeKey{DedupeKind::message, message}};
 }
 
-// Message n, with keys "Ev<n>" and "M<n>", accepted as new; its work id.
-std::int64_t AcceptNumbered(RouterStore& store, const std::string& n) {
-  auto r = store.AcceptMessage(Thread(), "sess", Message("m" + n, n), Keys("Ev" + n, "M" + n), At(1));
-  REQUIRE(r.has_value());
-  REQUIRE(r->has_value());
-  return **r;
-}
-
 OutboxEntry Reply(const std::string& request_id) {
   OutboxEntry e;
   e.thread = Thread();
@@ -266,11 +258,12 @@ TEST_CASE("store: AcceptMessage records the keys and the inbox entry, or nothing
   CHECK(*s.SeenOrRemember(DedupeKind::event, "Ev3"));
 }
 
-TEST_CASE("store: AcceptMessage failing leaves neither keys nor entry", "[routing][store]") {
+TEST_CASE("store: AcceptMessage failing after its keys were written leaves neither keys nor entry",
+          "[routing][store]") {
   Fixture f;
   auto& s = *f.store;
   RawDb raw(f.path);
-  // A real SQLite failure: the row that holds the keys is not inserted.
+  // A real SQLite failure half-way through the transaction: the keys are in, the inbox insert aborts.
   raw.Exec("CREATE TRIGGER fail_inbox BEFORE INSERT ON work BEGIN SELECT RAISE(ABORT, 'injected failure'); END");
   auto failed = s.AcceptMessage(Thread(), "sess", Message("hi"), Keys("Ev1", "M1"), At(1));
   REQUIRE_FALSE(failed);
@@ -278,8 +271,6 @@ TEST_CASE("store: AcceptMessage failing leaves neither keys nor entry", "[routin
   CHECK_THAT(failed.error().message, Catch::Contains("router store " + f.path + ": AcceptMessage: injected failure"));
   CHECK(s.ListInbox()->empty());
   CHECK(raw.Int("SELECT (SELECT count(*) FROM dedupe_event) + (SELECT count(*) FROM dedupe_message)") == 0);
-  CHECK_FALSE(*s.SeenOrRemember(DedupeKind::message, "M2"));
-  CHECK_FALSE(*s.Forget(DedupeKind::event, "Ev1"));
 
   raw.Exec("DROP TRIGGER fail_inbox");
   auto retried = s.AcceptMessage(Thread(), "sess", Message("hi"), Keys("Ev1", "M1"), At(2));
@@ -294,148 +285,498 @@ TEST_CASE("store: the dedupe bound counts only what committed, across rollbacks 
   StoreLimits limits;
   limits.dedupe_per_kind = 2;
   auto store = OpenStore(path, limits);
-  auto accept = [&](const std::string& n) { return AcceptNumbered(*store, n); };
-  // A message's keys join the bounded tables when its row goes: here, its withdrawal.
-  auto withdraw = [&](std::int64_t id) { REQUIRE(*store->RemoveInbox(id)); };
-  withdraw(accept("1"));
+  auto accept = [&](const std::string& n) {
+    auto r = store->AcceptMessage(Thread(), "sess", Message("m" + n, n), Keys("Ev" + n, "M" + n), At(1));
+    REQUIRE(r.has_value());
+    CHECK(r->has_value());
+  };
+  accept("1");
   {
-    // The transaction rolled back: nothing it wrote counts against the bound.
+    // Keys written, then the transaction rolled back: they must not count against the bound.
     RawDb raw(path);
     raw.Exec("CREATE TRIGGER fail_inbox BEFORE INSERT ON work BEGIN SELECT RAISE(ABORT, 'injected failure'); END");
     REQUIRE_FALSE(store->AcceptMessage(Thread(), "sess", Message("x", "9"), Keys("Ev9", "M9"), At(1)));
     raw.Exec("DROP TRIGGER fail_inbox");
   }
-  withdraw(accept("2"));
+  accept("2");
   // At the bound (2 per kind) and not past it: nothing evicted.
   CHECK(*store->SeenOrRemember(DedupeKind::message, "M1"));
   CHECK(*store->SeenOrRemember(DedupeKind::message, "M2"));
-  withdraw(accept("3"));  // past it: the oldest of each kind goes
+  accept("3");  // past it: the oldest of each kind goes
   CHECK_FALSE(*store->Forget(DedupeKind::message, "M1"));
   CHECK_FALSE(*store->Forget(DedupeKind::event, "Ev1"));
   CHECK(*store->Forget(DedupeKind::event, "Ev2"));  // one below the bound now
 
-  // Inside a batch, a call that fails after it wrote (a turn's end: its keys into the tables, its row
-  // deleted, then the reply's insert fails) spoils the batch: later calls fail with the reason, the
-  // commit rolls everything back (the key remembered before it too), and the count is taken again and
-  // stays the file's.
-  const std::int64_t running = accept("8");
-  REQUIRE(store->MoveToTurns(running, "req-8", At(2)));
+  // Inside a batch, a call that fails after it wrote (its keys, then the inbox row) spoils the batch:
+  // later calls fail with the reason, the commit rolls everything back (the key remembered before it
+  // too), and the count is taken again and stays the file's.
   {
     RawDb raw(path);
-    raw.Exec("CREATE TRIGGER fail_outbox BEFORE INSERT ON outbox BEGIN SELECT RAISE(ABORT, 'injected failure'); END");
+    raw.Exec("CREATE TRIGGER fail_inbox BEFORE INSERT ON work BEGIN SELECT RAISE(ABORT, 'injected failure'); END");
   }
   REQUIRE(store->BeginBatch("test batch"));
   CHECK_FALSE(*store->SeenOrRemember(DedupeKind::message, "M7"));
-  auto failed = store->CompleteTurn(Reply("req-8"));
+  auto failed = store->AcceptMessage(Thread(), "sess", Message("x", "8"), Keys("Ev8", "M8"), At(1));
   REQUIRE_FALSE(failed);
   CHECK_THAT(failed.error().message, Catch::Contains("injected failure"));
   auto after = store->SeenOrRemember(DedupeKind::message, "M9");
   REQUIRE_FALSE(after);
-  CHECK_THAT(after.error().message, Catch::Contains("CompleteTurn failed after it had written part of its change"));
+  CHECK_THAT(after.error().message, Catch::Contains("AcceptMessage failed after it had written part of its change"));
   auto commit = store->CommitBatch();
   REQUIRE_FALSE(commit);
   CHECK(commit.error().code == Errc::io_error);
-  CHECK_THAT(commit.error().message, Catch::Contains("rolled back, not committed: CompleteTurn failed after"));
+  CHECK_THAT(commit.error().message, Catch::Contains("rolled back, not committed: AcceptMessage failed after"));
   CHECK_FALSE(store->InBatch());
   {
     RawDb raw(path);
-    raw.Exec("DROP TRIGGER fail_outbox");
-    CHECK(raw.Int("SELECT count(*) FROM (SELECT key FROM dedupe_event UNION ALL SELECT key FROM dedupe_message) "
-                  "WHERE key IN ('M7', 'M8', 'Ev8', 'M9')") == 0);
-    CHECK(raw.Int("SELECT count(*) FROM work WHERE id = " + std::to_string(running) +
-                  " AND event_key = 'Ev8' AND message_key = 'M8'") == 1);
+    raw.Exec("DROP TRIGGER fail_inbox");
+    CHECK(raw.Int("SELECT count(*) FROM (SELECT key FROM dedupe_event UNION ALL SELECT key FROM dedupe_message) WHERE key IN ('M7', 'M8', 'Ev8', 'M9')") == 0);
   }
-  // The turn's keys are its row's again, and still seen; its end puts them in the tables at last.
-  CHECK(*store->SeenOrRemember(DedupeKind::event, "Ev8"));
-  REQUIRE(store->CompleteTurn(Reply("req-8")));
-  RawDb raw(path);
-  CHECK(raw.Int("SELECT count(*) FROM dedupe_message WHERE key = 'M8'") == 1);
-}
+  // The next batch is not spoiled, and a call that fails before it writes leaves it as it was.
+  REQUIRE(store->BeginBatch("test batch"));
+  CHECK(store->BeginTurn(999, "req-none", At(1)).error().code == Errc::not_found);
+  CHECK_FALSE(*store->SeenOrRemember(DedupeKind::event, "Ev7"));
+  REQUIRE(store->CommitBatch());
+  CHECK(*store->Forget(DedupeKind::event, "Ev7"));
+  CHECK_FALSE(*store->SeenOrRemember(DedupeKind::message, "M4"));  // past the bound by one: M2 goes
+  CHECK_FALSE(*store->Forget(DedupeKind::message, "M2"));
+  CHECK(*store->SeenOrRemember(DedupeKind::message, "M3"));
 
-TEST_CASE("store: an accepted message's keys stay with its row, seen, and join the tables when it goes",
-          "[routing][store]") {
-  TempDir dir;
-  const std::string path = dir.File("router.db");
-  StoreLimits limits;
-  limits.dedupe_per_kind = 2;
-  auto store = OpenStore(path, limits);
-  auto accept = [&](const std::string& n) { return AcceptNumbered(*store, n); };
-  auto redelivered = [&](const std::string& event, const std::string& message) {
-    auto r = store->AcceptMessage(Thread(), "sess", Message("again"), Keys(event, message), At(2));
-    REQUIRE(r.has_value());
-    return !r->has_value();
-  };
-  auto in_tables = [&](const std::string& key) {
-    RawDb raw(path);
-    return raw.Int("SELECT count(*) FROM (SELECT key FROM dedupe_event UNION ALL SELECT key FROM dedupe_message) "
-                   "WHERE key = '" + key + "'");
-  };
-  // Waiting, and past the bound (three messages, two per kind): every key is seen, none is written to
-  // the tables, none is evicted.
-  const std::int64_t one = accept("1"), two = accept("2"), three = accept("3");
-  CHECK(in_tables("Ev1") + in_tables("M2") + in_tables("M3") == 0);
-  for (const std::string n : {"1", "2", "3"}) {
-    CHECK(redelivered("Ev" + n, "M-new"));
-    CHECK(redelivered("Ev-new", "M" + n));
-    CHECK(*store->SeenOrRemember(DedupeKind::message, "M" + n));
-  }
-  // Across a reopening: loaded from the rows.
+  // Reopened, the rows are counted again: one more key fits, the next evicts the oldest.
   store.reset();
   store = OpenStore(path, limits);
-  CHECK(redelivered("Ev2", "M-new"));
-  CHECK(redelivered("Ev-new", "M3"));
+  CHECK_FALSE(*store->SeenOrRemember(DedupeKind::event, "Ev4"));
+  CHECK(*store->SeenOrRemember(DedupeKind::event, "Ev3"));
+  CHECK_FALSE(*store->SeenOrRemember(DedupeKind::event, "Ev5"));
+  CHECK_FALSE(*store->Forget(DedupeKind::event, "Ev3"));
+  store.reset();
+  RawDb raw(path);
+  CHECK(raw.Int("SELECT count(*) FROM dedupe_event") == 2);
+  CHECK(raw.Int("SELECT count(*) FROM dedupe_message") == 2);
+  CHECK(raw.Int("SELECT count(*) FROM (SELECT key FROM dedupe_event UNION ALL SELECT key FROM dedupe_message) WHERE key IN ('M3', 'M4')") == 2);
+}
 
-  // A turn's end (CompleteTurn, FinishTurn) and a withdrawal (RemoveInbox) put them in the tables.
-  REQUIRE(store->MoveToTurns(one, "req-1", At(3)));
-  CHECK_FALSE(*store->RemoveInbox(one));  // a turn's row is not withdrawn, nor are its keys released
-  CHECK(in_tables("M1") == 0);
-  REQUIRE(store->CompleteTurn(Reply("req-1")));
-  CHECK(in_tables("Ev1") == 1);
-  CHECK(in_tables("M1") == 1);
-  REQUIRE(*store->RemoveInbox(two));
-  CHECK(in_tables("M2") == 1);
-  REQUIRE(store->MoveToTurns(three, "req-3", At(4)));
-  REQUIRE(*store->FinishTurn("req-3"));
-  CHECK(in_tables("Ev3") == 1);
-  // Past the bound now: the oldest released (message 1's) went; the others are still seen.
-  CHECK(in_tables("M1") == 0);
-  CHECK_FALSE(redelivered("Ev1", "M1"));
-  CHECK(redelivered("Ev2", "M-x"));
-  CHECK(redelivered("Ev-x", "M3"));
+TEST_CASE("store: BeginTurn moves an inbox entry to the turns with its edited text", "[routing][store]") {
+  Fixture f;
+  auto& s = *f.store;
+  const auto id = *s.AddInbox(Thread(), "sess", Message("original"), At(1));
+  const auto other = *s.AddInbox(Thread(), "sess", Message("next"), At(2));
+  REQUIRE(s.UpdateInboxText(id, "edited"));
 
-  // A batch rolled back: an accepted message is gone with its keys; an ended turn holds its keys again.
-  const std::int64_t four = accept("4");
-  REQUIRE(store->MoveToTurns(four, "req-4", At(5)));
-  REQUIRE(store->BeginBatch("test batch"));
-  accept("5");
-  REQUIRE(store->CompleteTurn(Reply("req-4")));
-  CHECK(in_tables("M4") == 0);  // not committed: another connection does not see it
-  store->AbortBatch();
-  CHECK(redelivered("Ev4", "M-y"));
-  CHECK(in_tables("M4") == 0);
-  CHECK_FALSE(redelivered("Ev5", "M5"));  // not seen after the rollback: accepted now, for good
+  auto turn = s.BeginTurn(id, "req-1", At(100));
+  REQUIRE(turn.has_value());
+  CHECK(turn->inbox_id == id);
+  CHECK(turn->request_id == "req-1");
+  CHECK(turn->session == "sess");
+  CHECK(turn->thread == Thread());
+  CHECK(turn->author_id == "U1");
+  CHECK(turn->message.text == "edited");
+  CHECK(turn->message.message_id == "1790000001.000200");
+  CHECK(turn->placeholder_id.empty());
+  CHECK(turn->cursor == TurnCursor{});
+  CHECK(turn->started == At(100));
 
-  // Forget a key a row holds: the row keeps the other, and the forgotten one is free.
-  const std::int64_t six = accept("6");
-  CHECK(*store->Forget(DedupeKind::message, "M6"));
-  CHECK_FALSE(*store->Forget(DedupeKind::message, "M6"));
-  CHECK(redelivered("Ev6", "M-z"));
-  CHECK_FALSE(*store->SeenOrRemember(DedupeKind::message, "M6"));
-  {
-    RawDb raw(path);
-    CHECK(raw.Int("SELECT count(*) FROM work WHERE id = " + std::to_string(six) +
-                  " AND event_key = 'Ev6' AND message_key IS NULL") == 1);
+  auto inbox = s.ListInbox();
+  REQUIRE(inbox->size() == 1);
+  CHECK(inbox->at(0).id == other);
+  auto turns = s.ListTurns();
+  REQUIRE(turns->size() == 1);
+  CHECK(turns->at(0).request_id == "req-1");
+  CHECK(turns->at(0).message.text == "edited");
+  CHECK(turns->at(0).started == At(100));
+
+  SECTION("a request id in use is refused and the entry stays in the inbox") {
+    auto dup = s.BeginTurn(other, "req-1", At(101));
+    REQUIRE_FALSE(dup);
+    CHECK(dup.error().code == Errc::invalid_argument);
+    CHECK_THAT(dup.error().message, Catch::Contains("request id req-1 is in use"));
+    CHECK(s.ListInbox()->size() == 1);
+    CHECK(s.ListTurns()->size() == 1);
   }
+  SECTION("an entry that is gone, or that its author deleted, is refused") {
+    auto gone = s.BeginTurn(id, "req-2", At(101));
+    REQUIRE_FALSE(gone);
+    CHECK(gone.error().code == Errc::not_found);
+    CHECK_THAT(gone.error().message, Catch::Contains("no inbox entry " + std::to_string(id)));
+    REQUIRE(s.MarkInboxDeleted(other));
+    auto deleted = s.BeginTurn(other, "req-2", At(101));
+    REQUIRE_FALSE(deleted);
+    CHECK(deleted.error().code == Errc::invalid_argument);
+    CHECK_THAT(deleted.error().message, Catch::Contains("was deleted by its author"));
+    CHECK(s.ListInbox()->size() == 1);
+    CHECK(s.BeginTurn(other, "", At(1)).error().code == Errc::invalid_argument);
+  }
+  SECTION("the receipt a message waited under becomes its turn's placeholder, unless one is named") {
+    REQUIRE(s.SetInboxReceipt(other, "r-2"));
+    CHECK(s.ListInbox()->at(0).receipt_id == "r-2");
+    auto begun = s.BeginTurn(other, "req-2", At(101));
+    REQUIRE(begun.has_value());
+    CHECK(begun->placeholder_id == "r-2");
+    CHECK(s.ListTurns()->at(1).placeholder_id == "r-2");
+    const auto third = *s.AddInbox(Thread(), "sess", Message("third"), At(3));
+    REQUIRE(s.SetInboxReceipt(third, "r-3"));
+    CHECK(s.BeginTurn(third, "req-3", At(102), "ph-3")->placeholder_id == "ph-3");
+    CHECK(s.SetInboxReceipt(third, "r-x").error().code == Errc::not_found);
+  }
+}
 
-  // At most one key of each kind, none empty.
-  const std::vector<DedupeKey> two_events{{DedupeKind::event, "a"}, {DedupeKind::event, "b"}};
-  auto refused = store->AcceptMessage(Thread(), "sess", Message("x"), two_events, At(6));
-  REQUIRE_FALSE(refused);
-  CHECK(refused.error().code == Errc::invalid_argument);
-  CHECK_THAT(refused.error().message, Catch::Contains("one dedupe key of each kind"));
-  auto empty = store->AcceptMessage(Thread(), "sess", Message("x"), Keys("", "M-e"), At(6));
-  REQUIRE_FALSE(empty);
-  CHECK_THAT(empty.error().message, Catch::Contains("event key is empty"));
+TEST_CASE("store: MoveToTurns moves an entry as BeginTurn does, and refuses the same", "[routing][store]") {
+  Fixture f;
+  auto& s = *f.store;
+  const InboundMessage full = FullMessage();
+  const auto plain = *s.AddInbox(Thread(), "sess", full, At(1));
+  const auto edited = *s.AddInbox(Thread("t2"), "sess-2", Message("before"), At(2));
+  const auto deleted = *s.AddInbox(Thread(), "sess", Message("gone"), At(3));
+  REQUIRE(s.UpdateInboxText(edited, "after"));
+  REQUIRE(s.MarkInboxDeleted(deleted));
+  REQUIRE(s.SetInboxReceipt(plain, "r-1"));
+
+  REQUIRE(s.MoveToTurns(plain, "req-1", At(100), {}, TurnCursor{17, "journal-1", "ignored", 9}));
+  REQUIRE(s.MoveToTurns(edited, "req-2", At(101), "ph-2", TurnCursor{18, "journal-1", {}, 0}));
+  auto turns = s.ListTurns();
+  REQUIRE(turns->size() == 2);
+  // Moved as stored: every field of the message, its author, the receipt as the placeholder.
+  CHECK(turns->at(0).inbox_id == plain);
+  CHECK(turns->at(0).session == "sess");
+  CHECK(turns->at(0).thread == Thread());
+  CHECK(turns->at(0).author_id == full.author_id);
+  CheckSameMessage(turns->at(0).message, full);
+  CHECK(turns->at(0).placeholder_id == "r-1");
+  CHECK(turns->at(0).started == At(100));
+  // The cursor starts where the journal stood: no turn id or revision yet.
+  CHECK(turns->at(0).cursor == TurnCursor{17, "journal-1", {}, 0});
+  // Edited: the edit applied, as BeginTurn does, with the same cursor.
+  CHECK(turns->at(1).cursor == TurnCursor{18, "journal-1", {}, 0});
+  CHECK(turns->at(1).message.text == "after");
+  CHECK(turns->at(1).thread == Thread("t2"));
+  CHECK(turns->at(1).placeholder_id == "ph-2");
+  REQUIRE(s.ListInbox()->size() == 1);
+
+  const auto next = *s.AddInbox(Thread(), "sess", Message("next"), At(4));
+  auto in_use = s.MoveToTurns(next, "req-1", At(102));
+  REQUIRE_FALSE(in_use);
+  CHECK(in_use.error().code == Errc::invalid_argument);
+  CHECK_THAT(in_use.error().message, Catch::Contains("request id req-1 is in use"));
+  auto gone = s.MoveToTurns(deleted, "req-3", At(102));
+  REQUIRE_FALSE(gone);
+  CHECK_THAT(gone.error().message, Catch::Contains("was deleted by its author"));
+  CHECK(s.MoveToTurns(plain, "req-4", At(102)).error().code == Errc::not_found);
+  CHECK(s.MoveToTurns(next, "", At(102)).error().code == Errc::invalid_argument);
+  CHECK(s.ListInbox()->size() == 2);
+  CHECK(s.ListTurns()->size() == 2);
+  // A damaged row: BeginTurn decodes it and says so, and it stays waiting. MoveToTurns reads nothing
+  // (the row takes the turn's columns in place), and the turns' listing, what a restart reads, says so.
+  const auto bad = *s.AddInbox(Thread(), "sess", Message("bad"), At(5));
+  {
+    RawDb raw(f.path);
+    raw.Exec("UPDATE work SET message = '{\"platform\": ' WHERE id = " + std::to_string(bad));
+  }
+  auto damaged = s.BeginTurn(bad, "req-6", At(102));
+  REQUIRE_FALSE(damaged);
+  CHECK(damaged.error().code == Errc::io_error);
+  CHECK_THAT(damaged.error().message, Catch::Contains("inbox entry " + std::to_string(bad)));
+  CHECK(s.ListTurns()->size() == 2);
+  REQUIRE(s.MoveToTurns(bad, "req-6", At(102)));
+  auto listed = s.ListTurns();
+  REQUIRE_FALSE(listed);
+  CHECK(listed.error().code == Errc::io_error);
+  CHECK_THAT(listed.error().message, Catch::Contains("turn req-6"));
+  REQUIRE(*s.FinishTurn("req-6"));
+  CHECK(s.ListTurns()->size() == 2);
+  // Inside a batch, a refusal leaves the batch as it was.
+  REQUIRE(s.BeginBatch("test batch"));
+  CHECK_FALSE(s.MoveToTurns(next, "req-1", At(103)));
+  REQUIRE(s.MoveToTurns(next, "req-5", At(103)));
+  REQUIRE(s.CommitBatch());
+  CHECK(s.ListTurns()->size() == 3);
+}
+
+// The turns in flight are kept in memory by request id (v9): what a rolled-back batch started or
+// ended is as it was in the file afterwards, and a store opened again finds them from the file.
+TEST_CASE("store: turns started or ended in a rolled-back batch are as the file says afterwards", "[routing][store]") {
+  Fixture f;
+  auto& s = *f.store;
+  const auto a = *s.AddInbox(Thread(), "sess", Message("a"), At(1));
+  const auto b = *s.AddInbox(Thread("t2"), "sess", Message("b"), At(2));
+  REQUIRE(s.MoveToTurns(a, "req-a", At(10)));
+
+  REQUIRE(s.BeginBatch("test batch"));
+  REQUIRE(s.MoveToTurns(b, "req-b", At(11)));
+  REQUIRE(*s.FinishTurn("req-a"));
+  s.AbortBatch();
+  // req-a is still in flight (its end rolled back), req-b never started.
+  CHECK_FALSE(s.MoveToTurns(b, "req-a", At(12)));
+  CHECK_FALSE(*s.FinishTurn("req-b"));
+  REQUIRE(s.UpdateTurnCursor("req-a", TurnCursor{5, "j", "turn-1", 1}));
+  REQUIRE(s.ListTurns()->size() == 1);
+
+  // Both again, committed this time; and a store opened again sees the same.
+  REQUIRE(s.BeginBatch("test batch"));
+  REQUIRE(s.MoveToTurns(b, "req-b", At(13)));
+  REQUIRE(*s.FinishTurn("req-a"));
+  REQUIRE(s.CommitBatch());
+  f.store.reset();
+  f.store = OpenStore(f.path);
+  auto turns = f.store->ListTurns();
+  REQUIRE(turns);
+  REQUIRE(turns->size() == 1);
+  CHECK(turns->at(0).request_id == "req-b");
+  CHECK(turns->at(0).inbox_id == b);
+  CHECK_FALSE(*f.store->FinishTurn("req-a"));
+  CHECK(f.store->SetTurnPlaceholder("req-a", "p").error().code == Errc::not_found);
+  REQUIRE(*f.store->FinishTurn("req-b"));
+  CHECK(f.store->ListTurns()->empty());
+}
+
+// The Router records a receipt's or placeholder's id in one place, its bot-message index entry, which
+// names the work row it was posted for: no second write to that row when the post lands.
+TEST_CASE("store: a receipt or placeholder indexed with its work row is what a restart reads", "[routing][store]") {
+  Fixture f;
+  auto& s = *f.store;
+  const auto waiting = *s.AddInbox(Thread(), "sess", Message("w"), At(1));
+  const auto started = *s.AddInbox(Thread("t2"), "sess", Message("s"), At(2));
+  const auto named = *s.AddInbox(Thread("t3"), "sess", Message("n"), At(3));
+  const auto bare = *s.AddInbox(Thread("t4"), "sess", Message("b"), At(4));
+  REQUIRE(s.MoveToTurns(started, "req-s", At(10)));  // its placeholder not posted yet
+  REQUIRE(s.MoveToTurns(named, "req-n", At(11), "ph-named"));
+  const ChatRef chat = ChatRef::Of(Thread());
+  REQUIRE(s.IndexBotMessage({chat, "receipt-1", "sess", BotMessageKind::placeholder, waiting}));
+  REQUIRE(s.IndexBotMessage({chat, "ph-1", "sess", BotMessageKind::placeholder, started}));
+  REQUIRE(s.IndexBotMessage({chat, "ph-2", "sess", BotMessageKind::placeholder, started}));  // posted again
+  REQUIRE(s.IndexBotMessage({chat, "other", "sess", BotMessageKind::placeholder, named}));
+  REQUIRE(s.IndexBotMessage({chat, "reply-1", "sess", BotMessageKind::reply}));
+
+  auto inbox = s.ListInbox();
+  REQUIRE(inbox);
+  REQUIRE(inbox->size() == 2);
+  CHECK(inbox->at(0).id == waiting);
+  CHECK(inbox->at(0).receipt_id == "receipt-1");
+  CHECK(inbox->at(1).id == bare);
+  CHECK(inbox->at(1).receipt_id.empty());
+  CHECK(s.ListInbox("sess")->at(0).receipt_id == "receipt-1");
+  auto turns = s.ListTurns();
+  REQUIRE(turns);
+  REQUIRE(turns->size() == 2);
+  CHECK(turns->at(0).request_id == "req-s");
+  CHECK(turns->at(0).placeholder_id == "ph-2");  // the latest posted for it
+  CHECK(turns->at(1).request_id == "req-n");
+  CHECK(turns->at(1).placeholder_id == "ph-named");  // its row's own comes first
+
+  // A turn started from the waiting message keeps that receipt as its placeholder.
+  REQUIRE(s.MoveToTurns(waiting, "req-w", At(12)));
+  auto later = s.ListTurns();
+  REQUIRE(later);
+  REQUIRE(later->size() == 3);
+  CHECK(later->at(2).placeholder_id == "receipt-1");
+  // The index entry keeps its work row when the reply is edited into it.
+  REQUIRE(s.IndexBotMessage({chat, "ph-2", "sess", BotMessageKind::reply}));
+  auto found = s.FindBotMessage(chat, "ph-2");
+  REQUIRE(found);
+  REQUIRE(*found);
+  CHECK((*found)->inbox_id == started);
+  CHECK((*found)->kind == BotMessageKind::reply);
+}
+
+TEST_CASE("store: a turn's cursor and placeholder are updated and the turn finished", "[routing][store]") {
+  Fixture f;
+  auto& s = *f.store;
+  REQUIRE(s.BeginTurn(*s.AddInbox(Thread(), "sess", Message("a"), At(1)), "req-a", At(10), "ph-a"));
+  REQUIRE(s.BeginTurn(*s.AddInbox(Thread("t2"), "sess", Message("b"), At(2)), "req-b", At(20)));
+
+  REQUIRE(s.UpdateTurnCursor("req-b", TurnCursor{41, "journal-1", "turn-9", 3}));
+  REQUIRE(s.UpdateTurnCursor("req-b", TurnCursor{42, "journal-1", "turn-9", 4}));
+  REQUIRE(s.SetTurnPlaceholder("req-b", "ph-b"));
+  auto turns = s.ListTurns();
+  REQUIRE(turns->size() == 2);
+  CHECK(turns->at(0).request_id == "req-a");  // in the order they began
+  CHECK(turns->at(0).placeholder_id == "ph-a");
+  CHECK(turns->at(0).cursor == TurnCursor{});
+  CHECK(turns->at(1).request_id == "req-b");
+  CHECK(turns->at(1).thread == Thread("t2"));
+  CHECK(turns->at(1).placeholder_id == "ph-b");
+  CHECK(turns->at(1).cursor == TurnCursor{42, "journal-1", "turn-9", 4});
+
+  auto missing = s.UpdateTurnCursor("req-x", TurnCursor{1, "j", "t", 1});
+  REQUIRE_FALSE(missing);
+  CHECK(missing.error().code == Errc::not_found);
+  CHECK_THAT(missing.error().message, Catch::Contains("no turn in flight with request id req-x"));
+  CHECK(s.SetTurnPlaceholder("req-x", "p").error().code == Errc::not_found);
+
+  CHECK(*s.FinishTurn("req-a"));
+  CHECK_FALSE(*s.FinishTurn("req-a"));
+  REQUIRE(s.ListTurns()->size() == 1);
+}
+
+TEST_CASE("store: CompleteTurn queues the reply once and the outbox entry is updated and removed", "[routing][store]") {
+  Fixture f;
+  auto& s = *f.store;
+  REQUIRE(s.BeginTurn(*s.AddInbox(Thread(), "sess", Message("a"), At(1)), "req-1", At(10)));
+  auto id = s.CompleteTurn(Reply("req-1"));
+  REQUIRE(id.has_value());
+  CHECK(s.ListTurns()->empty());
+
+  // The turn is gone, so a second completion (a retry, a bug) queues nothing.
+  auto again = s.CompleteTurn(Reply("req-1"));
+  REQUIRE_FALSE(again);
+  CHECK(again.error().code == Errc::not_found);
+  CHECK_THAT(again.error().message, Catch::Contains("req-1"));
+
+  OutboxEntry note = Reply("");
+  note.parts = {"a note"};
+  note.placeholder_id.clear();
+  auto note_id = s.AddOutbox(note);
+  REQUIRE(note_id.has_value());
+  CHECK(*note_id > *id);
+
+  auto box = s.ListOutbox();
+  REQUIRE(box->size() == 2);
+  const OutboxEntry& e = box->at(0);
+  CHECK(e.id == *id);
+  CHECK(e.thread == Thread());
+  CHECK(e.session == "sess");
+  CHECK(e.request_id == "req-1");
+  CHECK(e.parts == std::vector<std::string>{"(1/2) first", "(2/2) second"});
+  CHECK(e.next_part == 0);
+  CHECK(e.placeholder_id == "ph-1");
+  CHECK(e.attempts == 0);
+  CHECK(e.next_attempt == At(5000));
+  CHECK(e.last_error.empty());
+  CHECK(box->at(1).parts == std::vector<std::string>{"a note"});
+
+  REQUIRE(s.UpdateOutbox(*id, 1, 2, At(9000), "unavailable: 429"));
+  const OutboxEntry updated = s.ListOutbox()->at(0);
+  CHECK(updated.next_part == 1);
+  CHECK(updated.attempts == 2);
+  CHECK(updated.next_attempt == At(9000));
+  CHECK(updated.last_error == "unavailable: 429");
+  CHECK(updated.parts == e.parts);
+  // A default string_view (null data) clears the error; SQLite would bind it as NULL.
+  REQUIRE(s.UpdateOutbox(*id, 2, 0, At(9500), std::string_view{}));
+  CHECK(s.ListOutbox()->at(0).last_error.empty());
+
+  CHECK(*s.RemoveOutbox(*id));
+  CHECK_FALSE(*s.RemoveOutbox(*id));
+  CHECK(s.UpdateOutbox(*id, 1, 1, At(1), "").error().code == Errc::not_found);
+  REQUIRE(s.ListOutbox()->size() == 1);
+}
+
+TEST_CASE("store: open questions are found by id, by message and by thread", "[routing][store]") {
+  Fixture f;
+  auto& s = *f.store;
+  OpenQuestion q;
+  q.id = "q7x";
+  q.session = "sess";
+  q.request_id = "req-1";
+  q.input_id = "input-3";
+  q.thread = Thread();
+  q.message_id = "m-ask";
+  q.questions = {InputQuestion{"color", "Colour", "Which one?", {{"red", "warm"}, {"blue", ""}}, true, false},
+                 InputQuestion{"token", "", "Paste it", {}, false, true}};
+  q.asker_id = "U1";
+  q.deadline = At(60'000);
+  REQUIRE(s.AddQuestion(q));
+  OpenQuestion q2 = q;
+  q2.id = "q8y";
+  q2.message_id = "m-ask-2";
+  q2.questions = {};
+  REQUIRE(s.AddQuestion(q2));
+  OpenQuestion elsewhere = q;
+  elsewhere.id = "q9z";
+  elsewhere.thread = Thread("other");
+  elsewhere.message_id = "m-ask-3";
+  REQUIRE(s.AddQuestion(elsewhere));
+
+  auto dup = s.AddQuestion(q);
+  REQUIRE_FALSE(dup);
+  CHECK(dup.error().code == Errc::invalid_argument);
+  CHECK_THAT(dup.error().message, Catch::Contains("q7x is in use"));
+  OpenQuestion no_id = q;
+  no_id.id.clear();
+  CHECK(s.AddQuestion(no_id).error().code == Errc::invalid_argument);
+
+  auto found = s.FindQuestion("q7x");
+  REQUIRE(found.has_value());
+  REQUIRE(found->has_value());
+  const OpenQuestion& g = **found;
+  CHECK(g.id == q.id);
+  CHECK(g.session == q.session);
+  CHECK(g.request_id == q.request_id);
+  CHECK(g.input_id == q.input_id);
+  CHECK(g.thread == q.thread);
+  CHECK(g.message_id == q.message_id);
+  CHECK(g.questions == q.questions);
+  CHECK(g.asker_id == q.asker_id);
+  CHECK(g.deadline == q.deadline);
+  CHECK_FALSE(s.FindQuestion("nope")->has_value());
+
+  auto by_message = s.FindQuestionByMessage(ChatRef::Of(Thread()), "m-ask-2");
+  REQUIRE(by_message->has_value());
+  CHECK((*by_message)->id == "q8y");
+  CHECK((*by_message)->questions.empty());
+  CHECK_FALSE(s.FindQuestionByMessage(ChatRef{"slack", "T1", "C999"}, "m-ask")->has_value());
+
+  auto here = s.OpenQuestionsIn(Thread());
+  REQUIRE(here->size() == 2);
+  CHECK(here->at(0).id == "q7x");
+  CHECK(here->at(1).id == "q8y");
+  CHECK(s.OpenQuestionsIn(Thread("other"))->size() == 1);
+
+  CHECK(*s.RemoveQuestion("q7x"));
+  CHECK_FALSE(*s.RemoveQuestion("q7x"));
+  auto all = s.ListQuestions();
+  REQUIRE(all->size() == 2);
+  CHECK(all->at(0).id == "q8y");
+  CHECK(all->at(1).id == "q9z");
+}
+
+TEST_CASE("store: unicode and very long strings round-trip", "[routing][store]") {
+  Fixture f;
+  auto& s = *f.store;
+  std::string long_text;
+  while (long_text.size() < (4u << 20)) long_text += "naïve café 日本語 🎉 ";
+  const std::string name = "セッション-🎉-" + std::string(300, 'x');
+  const ThreadRef thread{"slack", "Tü", "Cé", "スレッド"};
+
+  InboundMessage m = Message(long_text);
+  m.author_name = "Ζωή \u202e bidi \u200b zero-width";
+  m.attachments_text = {long_text.substr(0, 100'000), "🎉"};
+  std::string nul_text = "before";
+  nul_text += '\0';
+  nul_text += "after";
+  m.reply_to_message_id = nul_text;
+  const auto id = *s.AddInbox(thread, name, m, At(1));
+  auto e = s.ListInbox(name)->at(0);
+  CHECK(e.id == id);
+  CHECK(e.thread == thread);
+  CHECK(e.session == name);
+  CheckSameMessage(e.message, m);
+
+  REQUIRE(s.BindThread(Binding{thread, name, At(1), false}));
+  CHECK((*s.FindBinding(thread))->session == name);
+  REQUIRE(s.AddChatSession(ChatSession{ChatRef::Of(thread), name, At(1), long_text}));
+  CHECK(s.ListChatSessions(ChatRef::Of(thread))->at(0).label == long_text);
+  CHECK(!*s.SeenOrRemember(DedupeKind::message, long_text));
+  CHECK(*s.SeenOrRemember(DedupeKind::message, long_text));
+
+  OutboxEntry reply = Reply("");
+  reply.parts = {long_text, "", "🎉"};
+  reply.last_error = "ошибка";
+  REQUIRE(s.AddOutbox(reply));
+  auto box = s.ListOutbox()->at(0);
+  CHECK(box.parts == reply.parts);
+  CHECK(box.last_error == "ошибка");
+}
+
+TEST_CASE("store: text that is not UTF-8 is kept in plain columns and replaced in a stored message",
+          "[routing][store]") {
+  Fixture f;
+  auto& s = *f.store;
+  const std::string bad = "ok \xff\xfe bad";
+  // A message is never refused for an adapter's bad bytes: JSON cannot hold them, so they become U+FFFD.
+  REQUIRE(s.AddInbox(Thread(), bad, Message(bad), At(1)));
+  auto e = s.ListInbox()->at(0);
+  CHECK(e.session == bad);
+  CHECK(e.message.text == "ok \xef\xbf\xbd\xef\xbf\xbd bad");
 }
 
 TEST_CASE("store: a batch is one transaction, and a call that fails before it writes leaves it as it was",
