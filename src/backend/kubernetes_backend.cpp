@@ -76,8 +76,8 @@ Result<json> LoadTemplate(const std::string& path) {
   if (doc.contains("metadata") && !doc["metadata"].is_object()) {
     return Fail(Errc::invalid_argument, "the Session template " + path + ": metadata is not an object");
   }
+  const json* md = json_fields::Object(doc, "metadata");
   for (const char* map : {"labels", "annotations"}) {
-    const json* md = json_fields::Object(doc, "metadata");
     const json* field = md != nullptr ? json_fields::Field(*md, map) : nullptr;
     if (field != nullptr && !field->is_object() && !field->is_null()) {
       return Fail(Errc::invalid_argument, "the Session template " + path + ": metadata." + map + " is not a map");

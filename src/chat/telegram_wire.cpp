@@ -328,7 +328,9 @@ Result<json> ReadResponse(std::string_view method, int status, std::string_view 
     return Fail(ErrorOf(method, status, "HTTP " + std::to_string(status), retry));
   }
   if (BoolField(j, "ok")) return Field(j, "result");
-  const int code = static_cast<int>(json_fields::Int(j, "error_code").value_or(status));
+  // An error_code that is no HTTP status (2^32 + 429 would wrap to 429 as an int) leaves the status to decide.
+  const std::int64_t error_code = json_fields::Int(j, "error_code").value_or(status);
+  const int code = error_code >= 100 && error_code <= 599 ? static_cast<int>(error_code) : status;
   const std::int64_t retry = json_fields::Int(Field(j, "parameters"), "retry_after").value_or(0);
   return Fail(ErrorOf(method, code, json_fields::String(j, "description"), retry));
 }

@@ -241,6 +241,11 @@ TEST_CASE("telegram wire: Bot API answers map to results and errors", "[chat][te
   auto bad_gateway = tg::ReadResponse("getUpdates", 502, "<html>502 Bad Gateway</html>", "3");
   CHECK(bad_gateway.error().code == Errc::unavailable);
   CHECK(bad_gateway.error().retry_after == std::chrono::seconds(3));
+  // An error_code no HTTP status could be is not narrowed into one (2^32 + 429 is not a rate limit).
+  auto wrapped = tg::ReadResponse("sendMessage", 400, R"({"ok":false,"error_code":4294967725,"description":"x"})");
+  CHECK(wrapped.error().code == Errc::invalid_argument);
+  CHECK(wrapped.error().http_status == 400);
+  CHECK(wrapped.error().retry_after == std::chrono::milliseconds(0));
   auto garbage = tg::ReadResponse("getMe", 200, "not json");
   CHECK(garbage.error().code == Errc::protocol_error);
 }
