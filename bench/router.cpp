@@ -107,12 +107,17 @@ struct Flags {
 };
 
 // CPU seconds of the Context's worker (read on it: the Context has one) and of the whole process.
+// worker_kernel: the worker's seconds in the kernel (getrusage RUSAGE_THREAD: tick-grained, a part of worker).
 struct Cpu {
   double worker = 0;
+  double worker_kernel = 0;
   double process = 0;
-  Cpu operator-(const Cpu& o) const { return {worker - o.worker, process - o.process}; }
+  Cpu operator-(const Cpu& o) const {
+    return {worker - o.worker, worker_kernel - o.worker_kernel, process - o.process};
+  }
   Cpu& operator+=(const Cpu& o) {
     worker += o.worker;
+    worker_kernel += o.worker_kernel;
     process += o.process;
     return *this;
   }
@@ -143,6 +148,9 @@ Cpu ReadCpu(Context& ctx) {
     timespec t{};
     ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     c.worker = Seconds(t);
+    rusage thread{};
+    ::getrusage(RUSAGE_THREAD, &thread);
+    c.worker_kernel = Seconds(thread.ru_stime);
   });
   rusage ru{};
   ::getrusage(RUSAGE_SELF, &ru);
@@ -611,6 +619,8 @@ void PrintCpu(const Report& rep) {
   std::printf("[CPU per turn, %zu turns per run, rounds interleaved]\n", rep.turns);
   std::printf("  %-36s %12s %12s %8s\n", "", "router run", "bare Driver", "ratio");
   std::printf("  %-36s %9.1f us %9.1f us %7.2fx\n", "Context worker (the client side)", rw, bw, rw / bw);
+  const double rk = rep.router_cpu.worker_kernel / n * 1e6, bk = rep.bare_cpu.worker_kernel / n * 1e6;
+  std::printf("  %-36s %9.1f us %9.1f us %7.2fx\n", "  of which in the kernel", rk, bk, bk > 0 ? rk / bk : 0.0);
   std::printf("  %-36s %9.1f us %9.1f us %7.2fx\n", "whole process (runtimes included)", rp, bp, rp / bp);
   std::printf("  %-36s %9.0f ms %9.0f ms\n", "wall time of the rounds", rep.router_wall_ms, rep.bare_wall_ms);
   std::printf("  router's own CPU per turn (worker, router - bare): %.1f us\n", rw - bw);
