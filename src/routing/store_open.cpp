@@ -188,7 +188,13 @@ Status RouterStore::BeginBatch(std::string_view op) {
 Status RouterStore::CommitBatch(Checkpoint checkpoint) {
   if (!batch_) return Fail(Errc::invalid_argument, "router store " + path_ + ": no batch is open");
   auto tx = std::move(batch_);
-  // The batch's evictions, in it: a failure here rolls all of it back (tx's destructor).
+  // The batch's evictions, in it: a failure here rolls all of it back (tx's destructor). A spoiled
+  // batch evicts nothing: its commit rolls it back and says why.
+  if (db_->spoiled()) {
+    dedupe_.evict_at_commit[0] = dedupe_.evict_at_commit[1] = false;  // as AbortBatch
+    evict_bots_at_commit_ = false;
+    return tx->Commit();
+  }
   if (auto st = EvictDedupeAtCommit(); !st) return st;
   if (std::exchange(evict_bots_at_commit_, false)) {
     if (auto st = EvictBotMessages(); !st) return st;

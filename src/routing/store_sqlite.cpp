@@ -37,6 +37,11 @@ Error Db::Failure(std::string_view op) const {
 }
 
 Result<Stmt> Db::Query(std::string_view op, std::string_view sql) {
+  if (RolledBackUnderUs()) {
+    return Fail(Errc::io_error, "router store " + path_ + ": " + std::string(op) +
+                                    ": the open transaction was rolled back by SQLite: " +
+                                    spoiled_.value_or("after a failed statement"));
+  }
   const TextAt at{sql.data(), sql.size()};
   if (auto known = by_address_.find(at); known != by_address_.end()) {
     // The same text still (a literal always is): its statement.
@@ -119,7 +124,9 @@ Result<bool> Stmt::Step() {
   // A failed statement may have taken its transaction with it (SQLite rolls back on a full disk, an
   // I/O error, no memory): what the store keeps about the file's rows is counted again.
   db_->NoteRollback();
-  return Fail(db_->Failure(op_));
+  Error failure = db_->Failure(op_);
+  if (db_->RolledBackUnderUs()) db_->Spoil(std::string(op_) + " failed, and SQLite rolled the transaction back");
+  return Fail(std::move(failure));
 }
 
 Status Stmt::Run() {
@@ -146,7 +153,8 @@ ChatRef Stmt::Chat(int col) const {
 }
 
 Result<Transaction> Transaction::Begin(Db& db, std::string_view op) {
-  if (sqlite3_get_autocommit(db.handle()) == 0) {
+  // Open (a batch), or rolled back by SQLite under it: joined either way, never a new one in its place.
+  if (db.in_transaction()) {
     if (db.spoiled()) {
       return Fail(Errc::io_error, "router store " + db.path() + ": " + std::string(op) +
                                       ": the transaction it would join can only be rolled back: " + *db.spoiled());
@@ -157,6 +165,7 @@ Result<Transaction> Transaction::Begin(Db& db, std::string_view op) {
   if (!begin) return Fail(begin.error());
   if (auto st = begin->Run(); !st) return Fail(st.error());
   db.ClearSpoiled();
+  db.SetInTransaction(true);
   return Transaction(db, op, false, 0);
 }
 
@@ -173,6 +182,7 @@ Status Transaction::Commit() {
   auto commit = db_->Query(op_, "COMMIT");
   if (!commit) return Fail(commit.error());
   if (auto st = commit->Run(); !st) return st;  // still open: the destructor rolls it back
+  db_->SetInTransaction(false);
   db_ = nullptr;
   return {};
 }
@@ -195,6 +205,7 @@ Transaction::~Transaction() {
   if (!sqlite3_get_autocommit(handle)) {
     if (auto rollback = db_->Query(op_, "ROLLBACK")) (void)rollback->Run();
   }
+  db_->SetInTransaction(false);
   db_->ClearSpoiled();
 }
 

@@ -48,13 +48,20 @@ class Db {
   // about the file's rows is stale when this moved.
   std::uint64_t rollbacks() const noexcept { return rollbacks_; }
   void NoteRollback() noexcept { ++rollbacks_; }
-  // Set when a call joined to the open transaction failed after it wrote (Transaction): that
-  // transaction can then only be rolled back, and says why. Cleared when the next one begins.
+  // Set when a call joined to the open transaction failed after it wrote (Transaction), or when
+  // SQLite rolled that transaction back by itself: it can then only be rolled back, and says why.
+  // Cleared when it ends.
   const std::optional<std::string>& spoiled() const noexcept { return spoiled_; }
   void Spoil(std::string why) {
     if (!spoiled_) spoiled_ = std::move(why);
   }
   void ClearSpoiled() noexcept { spoiled_.reset(); }
+  // Whether a Transaction of the store's own is open (begun, not yet committed or rolled back). While
+  // one is, SQLite's having rolled it back by itself (a full disk, an I/O error: the connection is in
+  // autocommit again) makes every statement fail (Query) rather than run, and commit, on its own.
+  bool in_transaction() const noexcept { return in_transaction_; }
+  void SetInTransaction(bool open) noexcept { in_transaction_ = open; }
+  bool RolledBackUnderUs() const noexcept { return in_transaction_ && sqlite3_get_autocommit(db_) != 0; }
 
  private:
   Db(std::string path, sqlite3* db) : path_(std::move(path)), db_(db) {}
@@ -77,6 +84,7 @@ class Db {
   std::unordered_map<TextAt, sqlite3_stmt*, TextAtHash> by_address_;
   std::uint64_t rollbacks_ = 0;
   std::optional<std::string> spoiled_;
+  bool in_transaction_ = false;
 };
 
 // A cached statement in use: bind, step, read; reset and unbound when it goes, so the next use of
@@ -151,6 +159,8 @@ class Stmt {
 // and leaves the outer transaction as it was. One that fails after it wrote (only SQLite's own
 // errors: I/O, a full disk, memory, a broken constraint) spoils the outer transaction: its Commit then
 // rolls everything back and fails with the reason, and every call that tries to join it fails too.
+// When SQLite rolled the outer transaction back by itself, every later statement fails as well (Db::
+// Query) until it ends: none runs outside it in autocommit, where it would outlive the batch's rollback.
 class Transaction {
  public:
   static Result<Transaction> Begin(Db& db, std::string_view op);
