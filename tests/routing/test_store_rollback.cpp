@@ -22,7 +22,7 @@ std::int64_t CountKeys(RawDb& raw, const std::string& in) {
 
 }  // namespace
 
-TEST_CASE("store: a batch SQLite rolled back by itself fails every later call and its commit; none writes alone",
+TEST_CASE("store: a batch SQLite rolled back by itself fails every later call and its commit, and none writes alone",
           "[routing][store]") {
   Fixture f;
   auto& s = *f.store;
