@@ -339,6 +339,7 @@ class RouterStore {
   // burst's keys cost one DELETE per kind, not one per message; the bound holds at every commit).
   Status EvictDedupeDue(DedupeKind kind);
   Status EvictDedupeAtCommit();  // what the open batch deferred
+  void DropDeferredEvictions() noexcept;  // the batch rolled back: the mirrors reload, the counts are taken again
 
   // The bot-message index as the file holds it, by the hash of its (platform, workspace, chat,
   // message id) (KeyRows): a look-up reads one row by its seq, and a new entry is one append, with no

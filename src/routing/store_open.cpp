@@ -191,8 +191,7 @@ Status RouterStore::CommitBatch(Checkpoint checkpoint) {
   // The batch's evictions, in it: a failure here rolls all of it back (tx's destructor). A spoiled
   // batch evicts nothing: its commit rolls it back and says why.
   if (db_->spoiled()) {
-    dedupe_.evict_at_commit[0] = dedupe_.evict_at_commit[1] = false;  // as AbortBatch
-    evict_bots_at_commit_ = false;
+    DropDeferredEvictions();
     return tx->Commit();
   }
   if (auto st = EvictDedupeAtCommit(); !st) return st;
@@ -211,8 +210,12 @@ Status RouterStore::CommitBatch(Checkpoint checkpoint) {
 
 void RouterStore::AbortBatch() {
   batch_.reset();
-  dedupe_.evict_at_commit[0] = dedupe_.evict_at_commit[1] = false;  // rolled back: the mirror reloads
-  evict_bots_at_commit_ = false;                                      // and the counts are taken again
+  DropDeferredEvictions();
+}
+
+void RouterStore::DropDeferredEvictions() noexcept {
+  dedupe_.evict_at_commit[0] = dedupe_.evict_at_commit[1] = false;
+  evict_bots_at_commit_ = false;
 }
 
 }  // namespace sessionturn::routing

@@ -11,10 +11,6 @@ using namespace store_test;
 
 namespace {
 
-std::vector<DedupeKey> KeysOf(const std::string& event, const std::string& message) {
-  return {{DedupeKind::event, event}, {DedupeKind::message, message}};
-}
-
 std::int64_t CountKeys(RawDb& raw, const std::string& in) {
   return raw.Int("SELECT count(*) FROM (SELECT key FROM dedupe_event UNION ALL SELECT key FROM dedupe_message) "
                  "WHERE key IN (" + in + ")");
@@ -35,7 +31,7 @@ TEST_CASE("store: a batch SQLite rolled back by itself fails every later call an
   REQUIRE(s.SetCursor("offset", "41", At(1)));
 
   // The message's keys go in, then its row's insert takes the whole transaction with it.
-  auto failed = s.AcceptMessage(Thread(), "sess", Message("x", "2"), KeysOf("Ev2", "M2"), At(2));
+  auto failed = s.AcceptMessage(Thread(), "sess", Message("x", "2"), Keys("Ev2", "M2"), At(2));
   REQUIRE_FALSE(failed);
   CHECK_THAT(failed.error().message, Catch::Contains("injected rollback"));
 
@@ -66,7 +62,7 @@ TEST_CASE("store: a batch SQLite rolled back by itself fails every later call an
   // The store goes on: the keys the rollback took are unseen again, and the next batch commits.
   REQUIRE(s.BeginBatch("next batch"));
   CHECK_FALSE(*s.SeenOrRemember(DedupeKind::message, "M3"));
-  auto accepted = s.AcceptMessage(Thread(), "sess", Message("x", "2"), KeysOf("Ev2", "M2"), At(4));
+  auto accepted = s.AcceptMessage(Thread(), "sess", Message("x", "2"), Keys("Ev2", "M2"), At(4));
   REQUIRE(accepted);
   CHECK(accepted->has_value());
   REQUIRE(s.SetCursor("offset", "42", At(4)));
@@ -82,7 +78,7 @@ TEST_CASE("store: a call SQLite rolled back outside a batch leaves nothing and t
   auto& s = *f.store;
   RawDb raw(f.path);
   raw.Exec("CREATE TRIGGER rollback_inbox BEFORE INSERT ON work BEGIN SELECT RAISE(ROLLBACK, 'injected rollback'); END");
-  auto failed = s.AcceptMessage(Thread(), "sess", Message("x", "5"), KeysOf("Ev5", "M5"), At(1));
+  auto failed = s.AcceptMessage(Thread(), "sess", Message("x", "5"), Keys("Ev5", "M5"), At(1));
   REQUIRE_FALSE(failed);
   CHECK_THAT(failed.error().message, Catch::Contains("injected rollback"));
   CHECK(CountKeys(raw, "'Ev5', 'M5'") == 0);
@@ -90,7 +86,7 @@ TEST_CASE("store: a call SQLite rolled back outside a batch leaves nothing and t
   REQUIRE(s.SetCursor("offset", "7", At(2)));
   CHECK_FALSE(*s.SeenOrRemember(DedupeKind::message, "M6"));
   raw.Exec("DROP TRIGGER rollback_inbox");
-  auto accepted = s.AcceptMessage(Thread(), "sess", Message("x", "5"), KeysOf("Ev5", "M5"), At(3));
+  auto accepted = s.AcceptMessage(Thread(), "sess", Message("x", "5"), Keys("Ev5", "M5"), At(3));
   REQUIRE(accepted);
   CHECK(accepted->has_value());
   CHECK(CountKeys(raw, "'Ev5', 'M5', 'M6'") == 3);

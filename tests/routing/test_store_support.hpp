@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -106,5 +107,10 @@ class RawDb {
  private:
   sqlite3* db_ = nullptr;
 };
+
+// A message's two dedupe keys, as AcceptMessage takes them.
+inline std::vector<DedupeKey> Keys(const std::string& event, const std::string& message) {
+  return {DedupeKey{DedupeKind::event, event}, DedupeKey{DedupeKind::message, message}};
+}
 
 }  // namespace store_test

@@ -52,10 +52,6 @@ void CheckSameMessage(const InboundMessage& a, const InboundMessage& b) {
   CHECK(a.kind == b.kind);
 }
 
-std::vector<DedupeKey> Keys(const std::string& event, const std::string& message) {
-  return {DedupeKey{DedupeKind::event, event}, DedupeKey{DedupeKind::message, message}};
-}
-
 OutboxEntry Reply(const std::string& request_id) {
   OutboxEntry e;
   e.thread = Thread();
