@@ -312,8 +312,10 @@ class RouterStore {
   // rows do not name them (ListInbox, ListTurns).
   Result<std::unordered_map<std::int64_t, std::string>> PostedFor();
   Result<std::vector<InboxEntry>> ReceiptsFromIndex(Result<std::vector<InboxEntry>> entries);
-  Result<std::int64_t> InsertInbox(std::string_view op, const ThreadRef& thread, std::string_view session,
-                                   const InboundMessage& message, StoreTime accepted);
+  // A waiting message's row, appended (Db::Append): in a transaction (a burst's batch), written with
+  // its next statement, a run of rows at a time; outside one, at once.
+  Result<std::int64_t> InsertInbox(const ThreadRef& thread, std::string_view session, const InboundMessage& message,
+                                   StoreTime accepted);
   // The next work row's id, never given before in the file's life. Ids are reserved in the file
   // (id_blocks) a block at a time, ahead of use, in the transaction that uses the first of them; the
   // mark is read again after a rollback (Db::rollbacks), which may have taken a reservation back.
@@ -333,7 +335,8 @@ class RouterStore {
   Result<DedupeMirror*> Dedupe();
   // The key's row (its seq), when remembered.
   Result<std::optional<std::int64_t>> FindKey(DedupeKind kind, std::string_view key, std::uint64_t hash);
-  Status RememberKey(std::string_view op, DedupeKind kind, std::string_view key, std::uint64_t hash);
+  // Appended (Db::Append): called in a transaction, whose next statement writes it.
+  Status RememberKey(DedupeKind kind, std::string_view key, std::uint64_t hash);
   Status EvictDedupe(DedupeKind kind);
   // Eviction after a key was remembered: at once, or in a batch once, just before its commit (a
   // burst's keys cost one DELETE per kind, not one per message; the bound holds at every commit).

@@ -11,20 +11,21 @@ namespace {
 
 // Table names are fixed text, never input.
 struct KindSql {
-  std::string_view load, key_at, insert, evict, forget;
+  std::string_view load, key_at, evict, forget;
+  AppendTable insert;  // a key is appended (Db::Append): a burst's keys go in runs
 };
 
 const KindSql& SqlOf(DedupeKind kind) {
   static const KindSql kEvent{"SELECT seq, key FROM dedupe_event ORDER BY seq",
                               "SELECT key FROM dedupe_event WHERE seq = ?1",
-                              "INSERT INTO dedupe_event (seq, key) VALUES (?1, ?2)",
                               "DELETE FROM dedupe_event WHERE seq <= ?1",
-                              "DELETE FROM dedupe_event WHERE seq = ?1"};
+                              "DELETE FROM dedupe_event WHERE seq = ?1",
+                              AppendTable("remember a dedupe key", "INSERT INTO dedupe_event (seq, key)", 2)};
   static const KindSql kMessage{"SELECT seq, key FROM dedupe_message ORDER BY seq",
                                 "SELECT key FROM dedupe_message WHERE seq = ?1",
-                                "INSERT INTO dedupe_message (seq, key) VALUES (?1, ?2)",
                                 "DELETE FROM dedupe_message WHERE seq <= ?1",
-                                "DELETE FROM dedupe_message WHERE seq = ?1"};
+                                "DELETE FROM dedupe_message WHERE seq = ?1",
+                                AppendTable("remember a dedupe key", "INSERT INTO dedupe_message (seq, key)", 2)};
   return kind == DedupeKind::event ? kEvent : kMessage;
 }
 
@@ -67,14 +68,13 @@ Result<std::optional<std::int64_t>> RouterStore::FindKey(DedupeKind kind, std::s
   return std::optional<std::int64_t>();
 }
 
-Status RouterStore::RememberKey(std::string_view op, DedupeKind kind, std::string_view key, std::uint64_t hash) {
+Status RouterStore::RememberKey(DedupeKind kind, std::string_view key, std::uint64_t hash) {
   auto mirror = Dedupe();
   if (!mirror) return Fail(mirror.error());
   KeyRows& keys = (*mirror)->Of(kind);
   const std::int64_t seq = keys.next_seq;
-  auto insert = db_->Query(op, SqlOf(kind).insert);
-  if (!insert) return Fail(insert.error());
-  if (auto st = insert->Exec(seq, key); !st) return st;
+  // In the caller's transaction, so written with its next statement (its commit, at the latest).
+  if (auto st = db_->Append(SqlOf(kind).insert, {seq, std::string(key)}); !st) return st;
   keys.Add(hash, seq);
   return {};
 }
@@ -116,7 +116,7 @@ Result<bool> RouterStore::SeenOrRemember(DedupeKind kind, std::string_view key) 
   if (*seen) return true;  // nothing written
   auto tx = Transaction::Begin(*db_, "SeenOrRemember");
   if (!tx) return Fail(tx.error());
-  if (auto st = RememberKey("SeenOrRemember", kind, key, hash); !st) return Fail(st.error());
+  if (auto st = RememberKey(kind, key, hash); !st) return Fail(st.error());
   if (auto st = EvictDedupeDue(kind); !st) return Fail(st.error());
   if (auto st = tx->Commit(); !st) return Fail(st.error());
   return false;

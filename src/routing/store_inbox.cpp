@@ -16,20 +16,23 @@ Error Damaged(const std::string& path, const std::string& row, const Error& why)
   return Error(Errc::io_error, "router store " + path + ": " + row + ": " + why.message);
 }
 
-Result<InboundMessage> DecodeMessage(const std::string& path, const std::string& row, const std::string& text) {
-  auto m = InboundMessageFromJsonText(text);
+// The message as stored with its row (`thread`, `author_id`: the row's columns, which it leaves out).
+Result<InboundMessage> DecodeMessage(const std::string& path, const std::string& row, const std::string& text,
+                                     const ThreadRef& thread, std::string_view author_id) {
+  const RowFields fields{thread.platform, thread.workspace, thread.chat, thread.thread, author_id};
+  auto m = InboundMessageFromJsonText(text, &fields);
   if (!m) return Fail(Damaged(path, row, m.error()));
   return m;
 }
 
 // Columns: id, platform, workspace, chat, thread, session, message, accepted_ms, edited_text, deleted,
-// receipt_id.
+// receipt_id, author_id.
 Result<InboxEntry> ReadInbox(const Stmt& q, const std::string& path) {
   InboxEntry e;
   e.id = q.Int(0);
   e.thread = q.Thread(1);
   e.session = q.Text(5);
-  auto m = DecodeMessage(path, "inbox entry " + std::to_string(e.id), q.Text(6));
+  auto m = DecodeMessage(path, "inbox entry " + std::to_string(e.id), q.Text(6), e.thread, q.Text(11));
   if (!m) return Fail(m.error());
   e.message = std::move(*m);
   e.accepted = q.Time(7);
@@ -88,22 +91,32 @@ Result<std::int64_t> RouterStore::NextWorkId() {
   return work_ids_.next++;
 }
 
-Result<std::int64_t> RouterStore::InsertInbox(std::string_view op, const ThreadRef& thread, std::string_view session,
+Result<std::int64_t> RouterStore::InsertInbox(const ThreadRef& thread, std::string_view session,
                                               const InboundMessage& message, StoreTime accepted) {
+  static const AppendTable kWork(
+      "add a message to the inbox",
+      "INSERT INTO work (id, platform, workspace, chat, thread, session, author_id, message, accepted_ms)", 9);
   auto id = NextWorkId();
   if (!id) return Fail(id.error());
-  auto q = db_->Query(op, R"sql(
-    INSERT INTO work (id, platform, workspace, chat, thread, session, author_id, message, accepted_ms)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9))sql");
-  if (!q) return Fail(q.error());
-  if (auto st = q->Exec(*id, thread, session, message.author_id, InboundMessageToJsonText(message), accepted); !st)
-    return Fail(st.error());
+  const RowFields fields{thread.platform, thread.workspace, thread.chat, thread.thread, message.author_id};
+  std::vector<SqlValue> row;
+  row.reserve(9);
+  row.emplace_back(*id);
+  row.emplace_back(thread.platform);
+  row.emplace_back(thread.workspace);
+  row.emplace_back(thread.chat);
+  row.emplace_back(thread.thread);
+  row.emplace_back(std::string(session));
+  row.emplace_back(message.author_id);
+  row.emplace_back(InboundMessageToJsonText(message, &fields));
+  row.emplace_back(ToUnixMs(accepted));
+  if (auto st = db_->Append(kWork, std::move(row)); !st) return Fail(st.error());
   return *id;
 }
 
 Result<std::int64_t> RouterStore::AddInbox(const ThreadRef& thread, std::string_view session,
                                            const InboundMessage& message, StoreTime accepted) {
-  return InsertInbox("AddInbox", thread, session, message, accepted);
+  return InsertInbox(thread, session, message, accepted);
 }
 
 Result<std::optional<std::int64_t>> RouterStore::AcceptMessage(const ThreadRef& thread, std::string_view session,
@@ -128,13 +141,13 @@ Result<std::optional<std::int64_t>> RouterStore::AcceptMessage(const ThreadRef& 
     const DedupeKey& k = keys[i];
     // A key listed twice is one key.
     if (i == 1 && k.kind == keys[0].kind && k.key == keys[0].key) continue;
-    if (auto st = RememberKey("AcceptMessage", k.kind, k.key, hashes[i]); !st) return Fail(st.error());
+    if (auto st = RememberKey(k.kind, k.key, hashes[i]); !st) return Fail(st.error());
   }
   for (DedupeKind kind : {DedupeKind::event, DedupeKind::message}) {
     if (std::none_of(keys.begin(), keys.end(), [kind](const DedupeKey& k) { return k.kind == kind; })) continue;
     if (auto st = EvictDedupeDue(kind); !st) return Fail(st.error());
   }
-  auto id = InsertInbox("AcceptMessage", thread, session, message, accepted);
+  auto id = InsertInbox(thread, session, message, accepted);
   if (!id) return Fail(id.error());
   if (auto st = tx->Commit(); !st) return Fail(st.error());
   return Accepted(*id);
@@ -195,7 +208,8 @@ Result<std::vector<InboxEntry>> RouterStore::ReceiptsFromIndex(Result<std::vecto
 
 Result<std::vector<InboxEntry>> RouterStore::ListInbox() {
   auto q = db_->Query("ListInbox", R"sql(
-    SELECT id, platform, workspace, chat, thread, session, message, accepted_ms, edited_text, deleted, receipt_id
+    SELECT id, platform, workspace, chat, thread, session, message, accepted_ms, edited_text, deleted, receipt_id,
+           author_id
     FROM work WHERE request_id IS NULL ORDER BY id)sql");
   if (!q) return Fail(q.error());
   return ReceiptsFromIndex(ReadAllInbox(*q, path_));
@@ -203,7 +217,8 @@ Result<std::vector<InboxEntry>> RouterStore::ListInbox() {
 
 Result<std::vector<InboxEntry>> RouterStore::ListInbox(std::string_view session) {
   auto q = db_->Query("ListInbox", R"sql(
-    SELECT id, platform, workspace, chat, thread, session, message, accepted_ms, edited_text, deleted, receipt_id
+    SELECT id, platform, workspace, chat, thread, session, message, accepted_ms, edited_text, deleted, receipt_id,
+           author_id
     FROM work WHERE request_id IS NULL AND session = ?1 ORDER BY id)sql");
   if (!q) return Fail(q.error());
   q->Bind(session);
@@ -274,7 +289,8 @@ Result<TurnRecord> RouterStore::BeginTurn(std::int64_t inbox_id, std::string_vie
   auto tx = Transaction::Begin(*db_, "BeginTurn");
   if (!tx) return Fail(tx.error());
   auto find = db_->Query("BeginTurn", R"sql(
-    SELECT id, platform, workspace, chat, thread, session, message, accepted_ms, edited_text, deleted, receipt_id
+    SELECT id, platform, workspace, chat, thread, session, message, accepted_ms, edited_text, deleted, receipt_id,
+           author_id
     FROM work WHERE id = ?1 AND request_id IS NULL)sql");
   if (!find) return Fail(find.error());
   auto row = find->Bind(inbox_id).Step();
@@ -367,7 +383,7 @@ Result<std::vector<TurnRecord>> RouterStore::ListTurns() {
     t.session = q->Text(2);
     t.thread = q->Thread(3);
     t.author_id = q->Text(7);
-    auto m = DecodeMessage(path_, "turn " + t.request_id, q->Text(8));
+    auto m = DecodeMessage(path_, "turn " + t.request_id, q->Text(8), t.thread, t.author_id);
     if (!m) return Fail(m.error());
     t.message = std::move(*m);
     if (!q->Null(15)) t.message.text = q->Text(15);  // edited while it waited

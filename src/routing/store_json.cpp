@@ -85,10 +85,10 @@ Result<std::vector<std::string>> StringList(const Json* arr, std::string_view wh
 
 // Written and read by hand: a message is stored on every intake and read back when its turn begins,
 // and nlohmann's tree for it cost more than the rest of the intake (issue 11's bench).
-std::string InboundMessageToJsonText(const InboundMessage& m) {
+std::string InboundMessageToJsonText(const InboundMessage& m, const RowFields* row) {
   using detail::AppendGoJsonString;
   std::string out;
-  out.reserve(256 + m.text.size() + m.author_name.size());
+  out.reserve(128 + m.text.size() + m.author_name.size());
   auto str = [&](std::string_view key, std::string_view value) {
     out += out.empty() ? '{' : ',';
     out += '"';
@@ -96,40 +96,51 @@ std::string InboundMessageToJsonText(const InboundMessage& m) {
     out += "\":";
     AppendGoJsonString(out, value);
   };
-  auto flag = [&](std::string_view key, bool value) {
-    out += ",\"";
-    out += key;
-    out += value ? "\":true" : "\":false";
+  // Left out when the row holds it; an empty value its column does not hold is written.
+  auto column = [&](std::string_view key, std::string_view value, std::string_view in_row) {
+    if (row == nullptr ? !value.empty() : value != in_row) str(key, value);
   };
-  str("platform", m.platform);
-  str("workspace", m.workspace);
-  str("chat", m.chat);
-  str("thread", m.thread);
+  auto unless_empty = [&](std::string_view key, std::string_view value) {
+    if (!value.empty()) str(key, value);
+  };
+  auto flag = [&](std::string_view key, bool value) {
+    if (!value) return;
+    out += out.empty() ? '{' : ',';
+    out += '"';
+    out += key;
+    out += "\":true";
+  };
   str("message_id", m.message_id);
-  str("reply_to_message_id", m.reply_to_message_id);
-  str("author_id", m.author_id);
-  str("author_name", m.author_name);
+  column("platform", m.platform, row ? row->platform : "");
+  column("workspace", m.workspace, row ? row->workspace : "");
+  column("chat", m.chat, row ? row->chat : "");
+  column("thread", m.thread, row ? row->thread : "");
+  column("author_id", m.author_id, row ? row->author_id : "");
+  unless_empty("reply_to_message_id", m.reply_to_message_id);
+  unless_empty("author_name", m.author_name);
   str("text", m.text);
-  out += ",\"attachments_text\":[";
-  for (std::size_t i = 0; i < m.attachments_text.size(); ++i) {
-    if (i > 0) out += ',';
-    AppendGoJsonString(out, m.attachments_text[i]);
+  if (!m.attachments_text.empty()) {
+    out += ",\"attachments_text\":[";
+    for (std::size_t i = 0; i < m.attachments_text.size(); ++i) {
+      if (i > 0) out += ',';
+      AppendGoJsonString(out, m.attachments_text[i]);
+    }
+    out += ']';
   }
-  out += ']';
   flag("is_bot", m.is_bot);
   flag("is_self", m.is_self);
   flag("mentions_bot", m.mentions_bot);
   flag("is_private_chat", m.is_private_chat);
-  str("event_id", m.event_id);
+  unless_empty("event_id", m.event_id);
   const auto received = std::chrono::duration_cast<std::chrono::milliseconds>(m.received.time_since_epoch());
   out += ",\"received_ms\":";
   out += std::to_string(received.count());
-  str("kind", KindName(m.kind));
+  if (m.kind != MessageKind::new_message) str("kind", KindName(m.kind));
   out += '}';
   return out;
 }
 
-Result<InboundMessage> InboundMessageFromJsonText(std::string_view text) {
+Result<InboundMessage> InboundMessageFromJsonText(std::string_view text, const RowFields* row) {
   namespace sj = simdjson::dom;
   // A parser keeps the capacity of the largest text it read: one per thread for the usual message,
   // and one of its own for an outsized one, so that one 4 MB message does not hold 4 MB for good.
@@ -143,6 +154,13 @@ Result<InboundMessage> InboundMessageFromJsonText(std::string_view text) {
   sj::object obj;
   if (root.get(obj) != simdjson::SUCCESS) return Fail(Errc::invalid_argument, "a stored message is not a JSON object");
   InboundMessage m;
+  if (row != nullptr) {
+    m.platform = row->platform;
+    m.workspace = row->workspace;
+    m.chat = row->chat;
+    m.thread = row->thread;
+    m.author_id = row->author_id;
+  }
   std::string error;
   auto mismatch = [&](std::string_view key, const char* expected) {
     if (error.empty()) error = "a stored message: \"" + std::string(key) + "\" is not " + expected;

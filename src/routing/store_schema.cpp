@@ -294,6 +294,13 @@ DROP TABLE bot_messages;
 ALTER TABLE bot_messages_v10 RENAME TO bot_messages;
 )sql";
 
+// v11. Writes nothing: from here on a message stored in a work row leaves out the fields its row
+// holds in columns of its own (platform, workspace, chat, thread, author id) and those at their
+// defaults, about two thirds of its text (store_json.hpp, RowFields). Rows written before keep every
+// field, and read the same. The step is there for the version: a build before it, which would read
+// the fields left out as empty, refuses the file.
+constexpr std::string_view kSchemaV11 = "-- no statement: the message text's form changed";
+
 // Append only: a released step never changes, since stores in the field already ran it. A v2 is a
 // new entry after v1, e.g.
 //   {2, "v2: outbox entries remember their message ids",
@@ -312,6 +319,7 @@ constexpr SchemaStep kSchemaSteps[] = {
     {8, "v8: work ids reserved in blocks (no AUTOINCREMENT)", kSchemaV8},
     {9, "v9: no work index by request id (the turns in flight are kept in memory)", kSchemaV9},
     {10, "v10: no UNIQUE bot-message index (the entries' keys are kept in memory)", kSchemaV10},
+    {11, "v11: a stored message leaves out what its row holds", kSchemaV11},
 };
 
 }  // namespace

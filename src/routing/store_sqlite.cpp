@@ -42,6 +42,9 @@ Result<Stmt> Db::Query(std::string_view op, std::string_view sql) {
                                     ": the open transaction was rolled back by SQLite: " +
                                     spoiled_.value_or("after a failed statement"));
   }
+  if (appended_rows_ > 0 && !writing_appended_) {
+    if (auto st = WriteAppended(op); !st) return Fail(st.error());
+  }
   const TextAt at{sql.data(), sql.size()};
   if (auto known = by_address_.find(at); known != by_address_.end()) {
     // The same text still (a literal always is): its statement.
@@ -62,6 +65,9 @@ Result<Stmt> Db::Query(std::string_view op, std::string_view sql) {
 }
 
 Status Db::Exec(std::string_view op, const std::string& sql) {
+  if (appended_rows_ > 0 && !writing_appended_) {
+    if (auto st = WriteAppended(op); !st) return st;
+  }
   char* message = nullptr;
   if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &message) != SQLITE_OK) {
     std::string why = message ? message : sqlite3_errmsg(db_);
@@ -159,7 +165,7 @@ Result<Transaction> Transaction::Begin(Db& db, std::string_view op) {
       return Fail(Errc::io_error, "router store " + db.path() + ": " + std::string(op) +
                                       ": the transaction it would join can only be rolled back: " + *db.spoiled());
     }
-    return Transaction(db, op, true, sqlite3_total_changes64(db.handle()));
+    return Transaction(db, op, true, db.OwnChanges());
   }
   auto begin = db.Query(op, "BEGIN IMMEDIATE");
   if (!begin) return Fail(begin.error());
@@ -191,16 +197,17 @@ Transaction::~Transaction() {
   if (!db_) return;  // committed, or moved from
   sqlite3* handle = db_->handle();
   if (nested_) {
-    // SQLite may have rolled the outer transaction back by itself (a full disk); or this call wrote
-    // before it failed, and nothing undoes only its own writes.
+    // SQLite may have rolled the outer transaction back by itself (a full disk); or this call wrote,
+    // or appended rows (Db::Append), before it failed, and nothing undoes only its own writes.
     if (sqlite3_get_autocommit(handle)) {
       db_->Spoil(std::string(op_) + " failed, and SQLite rolled the transaction back");
-    } else if (sqlite3_total_changes64(handle) != changes_) {
+    } else if (db_->OwnChanges() != changes_) {
       db_->Spoil(std::string(op_) + " failed after it had written part of its change");
     }
     return;
   }
   db_->NoteRollback();
+  db_->DropAppended();  // they were never written: nothing of them to roll back
   // SQLite rolls back by itself after some failures (a full disk): then there is nothing left to end.
   if (!sqlite3_get_autocommit(handle)) {
     if (auto rollback = db_->Query(op_, "ROLLBACK")) (void)rollback->Run();

@@ -9,9 +9,12 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <variant>
+#include <vector>
 
 #include "routing/store.hpp"
 #include "sessionturn/error.hpp"
@@ -22,6 +25,31 @@ std::int64_t ToUnixMs(StoreTime t) noexcept;
 StoreTime FromUnixMs(std::int64_t ms) noexcept;
 
 class Stmt;
+
+// A value of an appended row (Db::Append).
+using SqlValue = std::variant<std::int64_t, std::string>;
+
+// A table that rows are appended to (Db::Append): its INSERT's head, "INSERT INTO t (a, b)", and the
+// statement texts for a run of rows written at once. A statement's cost is mostly its own, not its
+// row's: a run of 32 rows in one INSERT costs about half as much per row as 32 INSERTs (issue 11's
+// bench: a burst's message rows and dedupe keys).
+class AppendTable {
+ public:
+  // Runs written as one statement: the longest that fits what waits, then shorter ones.
+  static constexpr std::size_t kRuns[] = {32, 8, 1};
+  // `op` and `insert_into` must be literals (their views are kept).
+  AppendTable(std::string_view op, std::string_view insert_into, int columns);
+  std::string_view op() const noexcept { return op_; }
+  int columns() const noexcept { return columns_; }
+  // The INSERT of `rows` rows, rows one of kRuns. Lives as long as this table (the statement cache keeps
+  // a view of it).
+  const std::string& Sql(std::size_t rows) const;
+
+ private:
+  std::string_view op_;
+  int columns_;
+  std::string sql_[std::size(kRuns)];
+};
 
 class Db {
  public:
@@ -39,6 +67,22 @@ class Db {
   Result<Stmt> Query(std::string_view op, std::string_view sql);
   // Runs SQL text that may hold several statements (schema steps, pragmas); nothing is cached.
   Status Exec(std::string_view op, const std::string& sql);
+
+  // Appends a row to `table` (which must outlive this Db). Inside a transaction of the store's own the
+  // row waits, and every row waiting is written just before the next statement runs (any Query or
+  // Exec: a read of the table, the next write, the COMMIT), a run of rows of one table in one INSERT;
+  // a table's longest run (kRuns) is written as soon as it is complete; a rollback drops them. A failure to write them fails that statement and spoils the transaction:
+  // it can then only be rolled back, and says why. Outside a transaction the row is written at once.
+  Status Append(const AppendTable& table, std::vector<SqlValue> row);
+  std::size_t appended() const noexcept { return appended_rows_; }  // rows waiting
+  // The connection's changes (sqlite3_total_changes64), with a row counted when it is appended rather
+  // than when it is written: what moves while a call joined to a transaction runs is what that call
+  // wrote or appended itself (Transaction), not the rows others appended and its statements wrote.
+  std::int64_t OwnChanges() const noexcept {
+    return sqlite3_total_changes64(db_) - appended_changes_ + appended_ever_;
+  }
+  // The open transaction rolls back: the rows waiting go with it (Transaction).
+  void DropAppended() noexcept;
   // "router store <path>: <op>: <sqlite3_errmsg>" as Errc::io_error.
   Error Failure(std::string_view op) const;
   // Rows the last INSERT/UPDATE/DELETE changed.
@@ -85,6 +129,23 @@ class Db {
   std::uint64_t rollbacks_ = 0;
   std::optional<std::string> spoiled_;
   bool in_transaction_ = false;
+
+  // Rows appended in the open transaction, by table, each table's in order.
+  struct Appended {
+    const AppendTable* table;
+    std::vector<std::vector<SqlValue>> rows;
+  };
+
+  // Writes the rows waiting (`only`: one table's), before the statement `op`; a failure spoils the
+  // transaction and drops them all.
+  Status WriteAppended(std::string_view op, Appended* only = nullptr);
+  Status WriteRows(Appended& a);  // in runs; on success a has none waiting
+  Status WriteRun(const AppendTable& table, std::span<const std::vector<SqlValue>> rows);
+  std::vector<Appended> appended_;
+  std::size_t appended_rows_ = 0;
+  std::int64_t appended_changes_ = 0;  // changes that wrote appended rows, ever
+  std::int64_t appended_ever_ = 0;     // rows appended to wait, ever
+  bool writing_appended_ = false;
 };
 
 // A cached statement in use: bind, step, read; reset and unbound when it goes, so the next use of
@@ -119,6 +180,9 @@ class Stmt {
     copy_text_ = true;
     return Run();
   }
+
+  // Binds the rows' values to ?1, ?2, ... in order, not copied (as Exec), and steps to the end.
+  Status ExecRows(std::span<const std::vector<SqlValue>> rows);
 
   Result<bool> Step();  // true: a row is ready; false: done
   Status Run();         // steps to the end, ignoring rows
@@ -156,8 +220,8 @@ class Stmt {
 // Inside a transaction already (a batch of the router's), it joins that one instead: no savepoint,
 // whose copy of every page it touches into a statement journal cost a third of a message's intake.
 // Every store call checks before it writes, so a joined call that fails has mostly written nothing
-// and leaves the outer transaction as it was. One that fails after it wrote (only SQLite's own
-// errors: I/O, a full disk, memory, a broken constraint) spoils the outer transaction: its Commit then
+// and leaves the outer transaction as it was. One that fails after it wrote or appended a row (only
+// SQLite's own errors: I/O, a full disk, memory, a broken constraint) spoils the outer transaction: its Commit then
 // rolls everything back and fails with the reason, and every call that tries to join it fails too.
 // When SQLite rolled the outer transaction back by itself, every later statement fails as well (Db::
 // Query) until it ends: none runs outside it in autocommit, where it would outlive the batch's rollback.
@@ -181,7 +245,7 @@ class Transaction {
   Db* db_;
   std::string_view op_;
   bool nested_;
-  std::int64_t changes_;  // the connection's total changes when a joined call began
+  std::int64_t changes_;  // the connection's own changes (Db::OwnChanges) when a joined call began
 };
 
 }  // namespace sessionturn::routing

@@ -30,10 +30,16 @@ TEST_CASE("store: a batch SQLite rolled back by itself fails every later call an
   CHECK_FALSE(*s.SeenOrRemember(DedupeKind::message, "M1"));
   REQUIRE(s.SetCursor("offset", "41", At(1)));
 
-  // The message's keys go in, then its row's insert takes the whole transaction with it.
-  auto failed = s.AcceptMessage(Thread(), "sess", Message("x", "2"), Keys("Ev2", "M2"), At(2));
+  // The message's row waits in the batch (Db::Append; its keys were written before the read of the
+  // next work id); the next statement writes it first, and its insert takes the whole transaction
+  // with it.
+  auto waiting = s.AcceptMessage(Thread(), "sess", Message("x", "2"), Keys("Ev2", "M2"), At(2));
+  REQUIRE(waiting);
+  auto failed = s.SetCursor("offset", "42", At(2));
   REQUIRE_FALSE(failed);
-  CHECK_THAT(failed.error().message, Catch::Contains("injected rollback"));
+  CHECK(failed.error().code == Errc::io_error);
+  CHECK_THAT(failed.error().message, Catch::Contains("SetCursor: writing the 1 row appended before it: add a "
+                                                     "message to the inbox: injected rollback"));
 
   // A call that would open a transaction of its own, and a single statement, both fail: neither may
   // commit by itself while the batch looks open to its caller.

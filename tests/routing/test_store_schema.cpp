@@ -41,8 +41,8 @@ TEST_CASE("store schema: a new store is at this build's version with every table
   TempDir dir;
   const std::string path = dir.File("router.db");
   OpenStore(path).reset();
-  REQUIRE(SchemaVersion() == 10);
-  REQUIRE(SchemaSteps().size() == 10);
+  REQUIRE(SchemaVersion() == 11);
+  REQUIRE(SchemaSteps().size() == 11);
   RawDb raw(path);
   CHECK(raw.Int("PRAGMA user_version") == SchemaVersion());
   for (const char* table : {"bindings", "chat_sessions", "current_sessions", "bot_messages", "dedupe_event", "dedupe_message", "work",
@@ -430,6 +430,57 @@ TEST_CASE("store schema: a v9 store's bot messages keep their rows and order at 
   CHECK(raw.Int("SELECT count(*) FROM bot_messages") == 4);
   CHECK(raw.Int("SELECT min(seq) FROM bot_messages") == 6);
   CHECK(raw.Int("SELECT max(seq) FROM bot_messages") == 11);
+}
+
+TEST_CASE("store schema: a v10 store's messages read the same at v11, and new ones leave out what their row holds",
+          "[routing][store]") {
+  TempDir dir;
+  const std::string path = dir.File("router.db");
+  // Written by v10: the whole message in its text, a waiting one and one whose turn is in flight.
+  WriteAtVersion(path, 10, R"sql(
+    INSERT INTO work (id, platform, workspace, chat, thread, session, author_id, message, accepted_ms, request_id,
+                      placeholder_id, started_ms) VALUES
+      (3, 'slack', 'W1', 'C1', 'T1', 'one', 'U1', '{"platform":"slack","workspace":"W1","chat":"C1","thread":"T1","message_id":"m3","reply_to_message_id":"","author_id":"U1","author_name":"Ada","text":"three","attachments_text":[],"is_bot":false,"is_self":false,"mentions_bot":true,"is_private_chat":false,"event_id":"E3","received_ms":30,"kind":"new"}', 30, NULL, '', NULL),
+      (5, 'slack', 'W1', 'C1', 'T2', 'two', 'U2', '{"platform":"slack","workspace":"W1","chat":"C1","thread":"T2","message_id":"m5","reply_to_message_id":"m3","author_id":"U2","author_name":"Bo","text":"five","attachments_text":[],"is_bot":false,"is_self":false,"mentions_bot":false,"is_private_chat":false,"event_id":"","received_ms":50,"kind":"new"}', 50, 'req-5', 'ph-5', 55);)sql");
+  auto store = OpenStore(path);
+  {
+    RawDb raw(path);
+    CHECK(raw.Int("PRAGMA user_version") == 11);
+  }
+  auto inbox = store->ListInbox();
+  REQUIRE(inbox);
+  REQUIRE(inbox->size() == 1);
+  const InboundMessage& waiting = inbox->at(0).message;
+  CHECK(waiting.thread == "T1");
+  CHECK(waiting.author_id == "U1");
+  CHECK(waiting.mentions_bot);
+  CHECK(waiting.event_id == "E3");
+  auto turns = store->ListTurns();
+  REQUIRE(turns);
+  REQUIRE(turns->size() == 1);
+  CHECK(turns->at(0).message.reply_to_message_id == "m3");
+  CHECK(turns->at(0).message.thread == "T2");
+  CHECK(turns->at(0).message.author_name == "Bo");
+
+  // A message accepted now: its text holds none of the row's columns, and it reads back whole.
+  InboundMessage m = waiting;
+  m.message_id = "m7";
+  m.text = "seven";
+  const ThreadRef where{"slack", "W1", "C1", "T1"};
+  auto id = store->AddInbox(where, "one", m, FromUnixMs(70));
+  REQUIRE(id);
+  RawDb raw(path);
+  const std::string text = raw.Text("SELECT message FROM work WHERE id = " + std::to_string(*id));
+  CHECK_THAT(text, !Catch::Contains("platform") && !Catch::Contains("thread") && !Catch::Contains("author_id") &&
+                       !Catch::Contains("is_bot") && Catch::Contains(R"("mentions_bot":true)"));
+  auto turn = store->BeginTurn(*id, "req-7", FromUnixMs(71));
+  REQUIRE(turn);
+  CHECK(turn->message.platform == "slack");
+  CHECK(turn->message.workspace == "W1");
+  CHECK(turn->message.chat == "C1");
+  CHECK(turn->message.thread == "T1");
+  CHECK(turn->message.author_id == "U1");
+  CHECK(turn->message.text == "seven");
 }
 
 TEST_CASE("store schema: a failing step changes nothing, its version included", "[routing][store]") {

@@ -103,6 +103,15 @@ class RawDb {
     sqlite3_finalize(stmt);
     return v;
   }
+  std::string Text(const std::string& sql) {
+    sqlite3_stmt* stmt = nullptr;
+    REQUIRE(sqlite3_prepare_v2(db_, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_step(stmt) == SQLITE_ROW);
+    const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+    std::string v = text ? std::string(text, static_cast<std::size_t>(sqlite3_column_bytes(stmt, 0))) : std::string();
+    sqlite3_finalize(stmt);
+    return v;
+  }
 
  private:
   sqlite3* db_ = nullptr;
