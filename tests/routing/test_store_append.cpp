@@ -66,7 +66,7 @@ TEST_CASE("store append: rows wait in the transaction, are written in runs befor
         "41,42,43,44,45,46");
 }
 
-TEST_CASE("store append: outside a transaction a row is written at once; a wrong row is refused",
+TEST_CASE("store append: outside a transaction a row is written at once, and a wrong row is refused",
           "[routing][store]") {
   TempDir dir;
   const std::string path = dir.File("notes.db");
@@ -145,7 +145,7 @@ TEST_CASE("store append: failing to write them fails the statement, spoils the t
   CHECK(other.Int("SELECT count(*) FROM notes") == 1);  // only the one written after, at once
 }
 
-TEST_CASE("store append: a joined call that appended and failed spoils the transaction; one that only wrote "
+TEST_CASE("store append: a joined call that appended and failed spoils the transaction, and one that only wrote "
           "others' rows does not",
           "[routing][store]") {
   TempDir dir;
@@ -182,7 +182,7 @@ TEST_CASE("store append: a joined call that appended and failed spoils the trans
   }
 }
 
-TEST_CASE("store append: a burst's messages and keys wait in its batch; a redelivery in it is still caught",
+TEST_CASE("store append: a burst's messages and keys wait in its batch, and a redelivery in it is still caught",
           "[routing][store]") {
   Fixture f;
   auto& s = *f.store;
