@@ -8,8 +8,7 @@
 
 namespace sessionturn::routing {
 
-AppendTable::AppendTable(std::string_view op, std::string_view insert_into, int columns)
-    : op_(op), columns_(columns) {
+AppendTable::AppendTable(std::string_view op, std::string_view insert_into, int columns) : op_(op), columns_(columns) {
   std::string row = "(";
   for (int c = 0; c < columns; ++c) row += c == 0 ? "?" : ", ?";
   row += ")";
@@ -97,8 +96,8 @@ Status Db::WriteAppended(std::string_view op, Appended* only) {
   if (const std::string prefix = "router store " + path_ + ": "; why.starts_with(prefix)) why.erase(0, prefix.size());
   const std::string rows = std::to_string(waiting) + (waiting == 1 ? " row" : " rows");
   Spoil("writing the " + rows + " appended before " + std::string(op) + " failed: " + why);
-  return Fail(Errc::io_error,
-              "router store " + path_ + ": " + std::string(op) + ": writing the " + rows + " appended before it: " + why);
+  return Fail(Errc::io_error, "router store " + path_ + ": " + std::string(op) + ": writing the " + rows +
+                                  " appended before it: " + why);
 }
 
 Status Stmt::ExecRows(std::span<const std::vector<SqlValue>> rows) {

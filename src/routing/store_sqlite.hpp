@@ -30,9 +30,10 @@ class Stmt;
 using SqlValue = std::variant<std::int64_t, std::string>;
 
 // A table that rows are appended to (Db::Append): its INSERT's head, "INSERT INTO t (a, b)", and the
-// statement texts for a run of rows written at once. A statement's cost is mostly its own, not its
-// row's: a run of 32 rows in one INSERT costs about half as much per row as 32 INSERTs (issue 11's
-// bench: a burst's message rows and dedupe keys).
+// statement texts for a run of rows written at once. A run in one INSERT saves each row its own
+// statement: two-column rows cost 0.6x as much each in runs of 32, and a burst's message rows and
+// dedupe keys 11.7 K instructions a message against 16.1 K one statement each (issue 11's bench; the
+// rest is each row's own b-tree insert).
 class AppendTable {
  public:
   // Runs written as one statement: the longest that fits what waits, then shorter ones.
@@ -71,16 +72,15 @@ class Db {
   // Appends a row to `table` (which must outlive this Db). Inside a transaction of the store's own the
   // row waits, and every row waiting is written just before the next statement runs (any Query or
   // Exec: a read of the table, the next write, the COMMIT), a run of rows of one table in one INSERT;
-  // a table's longest run (kRuns) is written as soon as it is complete; a rollback drops them. A failure to write them fails that statement and spoils the transaction:
-  // it can then only be rolled back, and says why. Outside a transaction the row is written at once.
+  // a table's longest run (kRuns) is written as soon as it is complete; a rollback drops them. A
+  // failure to write them fails that statement (or this Append) and spoils the transaction: it can
+  // then only be rolled back, and says why. Outside a transaction the row is written at once.
   Status Append(const AppendTable& table, std::vector<SqlValue> row);
   std::size_t appended() const noexcept { return appended_rows_; }  // rows waiting
   // The connection's changes (sqlite3_total_changes64), with a row counted when it is appended rather
   // than when it is written: what moves while a call joined to a transaction runs is what that call
   // wrote or appended itself (Transaction), not the rows others appended and its statements wrote.
-  std::int64_t OwnChanges() const noexcept {
-    return sqlite3_total_changes64(db_) - appended_changes_ + appended_ever_;
-  }
+  std::int64_t OwnChanges() const noexcept { return sqlite3_total_changes64(db_) - appended_changes_ + appended_ever_; }
   // The open transaction rolls back: the rows waiting go with it (Transaction).
   void DropAppended() noexcept;
   // "router store <path>: <op>: <sqlite3_errmsg>" as Errc::io_error.
@@ -154,8 +154,7 @@ class Stmt {
  public:
   Stmt(Db& db, sqlite3_stmt* stmt, std::string_view op) : db_(&db), stmt_(stmt), op_(op) {}
   ~Stmt();
-  Stmt(Stmt&& other) noexcept
-      : db_(other.db_), stmt_(other.stmt_), op_(other.op_), bind_error_(other.bind_error_) {
+  Stmt(Stmt&& other) noexcept : db_(other.db_), stmt_(other.stmt_), op_(other.op_), bind_error_(other.bind_error_) {
     other.stmt_ = nullptr;
   }
   Stmt(const Stmt&) = delete;

@@ -145,9 +145,10 @@ TEST_CASE("store append: failing to write them fails the statement, spoils the t
   CHECK(other.Int("SELECT count(*) FROM notes") == 1);  // only the one written after, at once
 }
 
-TEST_CASE("store append: a joined call that appended and failed spoils the transaction, and one that only wrote "
-          "others' rows does not",
-          "[routing][store]") {
+TEST_CASE(
+    "store append: a joined call that appended and failed spoils the transaction, and one that only wrote "
+    "others' rows does not",
+    "[routing][store]") {
   TempDir dir;
   const std::string path = dir.File("notes.db");
   auto db = NotesDb(path);
@@ -220,9 +221,10 @@ TEST_CASE("store append: a burst's messages and keys wait in its batch, and a re
   }
 }
 
-TEST_CASE("store json: a message stored with its row leaves out what the row holds and its defaults, and reads "
-          "back whole",
-          "[routing][store]") {
+TEST_CASE(
+    "store json: a message stored with its row leaves out what the row holds and its defaults, and reads "
+    "back whole",
+    "[routing][store]") {
   InboundMessage m = Message("hello");
   const RowFields row{"slack", "T1", "C123", "1790000000.000100", "U1"};
   const std::string text = InboundMessageToJsonText(m, &row);
