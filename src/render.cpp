@@ -142,13 +142,20 @@ Result<std::vector<RenderedPart>> SplitLabelled(TokensFor&& tokens_for, render::
 
 Result<std::vector<RenderedPart>> RenderReply(std::string_view markdown, const RenderOptions& options) {
   if (auto ok = CheckOptions(options); !ok) return Fail(ok.error());
-  const render::Doc doc = render::ParseMarkdown(render::SanitizeUtf8(markdown));
-
   render::SplitOptions split;
   split.max_length = options.max_length;
   split.soft_length = std::min(options.soft_length ? options.soft_length : options.max_length, options.max_length);
   split.unit = options.unit;
   split.entities = options.dialect != MarkupDialect::plain;
+
+  const std::string text = render::SanitizeUtf8(markdown);
+  // The commonest reply, plain text in one part, reads the same in every dialect: no Doc, no tokens.
+  if (auto plain = render::PlainReplyText(text); plain && MeasureLength(*plain, split.unit) <= split.soft_length) {
+    std::vector<RenderedPart> one(1);
+    one.front().text = std::move(*plain);
+    return one;
+  }
+  const render::Doc doc = render::ParseMarkdown(text);
   // Most replies fit one part: written by runs, such a reply is the same text in a fraction of the
   // tokens. Only one that does not fit is written again, by words, and split; one that shows more
   // characters than a part holds goes that way at once.

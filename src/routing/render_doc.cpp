@@ -426,28 +426,51 @@ bool PlainLine(std::string_view line) {
   return true;
 }
 
+// Walks a plain reply's lines: `line(text, first_of_paragraph)` for each that is not blank (a blank
+// line ends a paragraph). False when a line is not plain, or when no line has text (cmark's to say).
+template <typename OnLine>
+bool ForPlainLines(std::string_view markdown, OnLine&& line) {
+  bool in_paragraph = false;  // a blank line ends one
+  bool any = false;
+  for (std::size_t at = 0; at <= markdown.size();) {
+    const std::size_t end = std::min(markdown.find('\n', at), markdown.size());
+    const std::string_view text = markdown.substr(at, end - at);
+    if (text.empty()) {
+      in_paragraph = false;
+    } else {
+      if (!PlainLine(text)) return false;
+      line(text, !in_paragraph);
+      in_paragraph = true;
+      any = true;
+    }
+    at = end + 1;
+  }
+  return any;
+}
+
 }  // namespace
 
 std::optional<Doc> ParsePlainText(std::string_view markdown) {
   Doc doc;
-  bool in_paragraph = false;  // a blank line ends one
-  for (std::size_t at = 0; at <= markdown.size();) {
-    const std::size_t end = std::min(markdown.find('\n', at), markdown.size());
-    const std::string_view line = markdown.substr(at, end - at);
-    if (line.empty()) {
-      in_paragraph = false;
-    } else {
-      if (!PlainLine(line)) return std::nullopt;
-      if (!in_paragraph) doc.blocks.emplace_back();
-      std::vector<Run>& runs = doc.blocks.back().runs;
-      if (in_paragraph) runs.push_back(Run{Run::Kind::soft_break, {}, 0, -1});
-      runs.push_back(Run{Run::Kind::text, std::string(line), 0, -1});
-      in_paragraph = true;
-    }
-    at = end + 1;
-  }
-  if (doc.blocks.empty()) return std::nullopt;  // nothing but line ends: cmark's to say
+  const bool plain = ForPlainLines(markdown, [&doc](std::string_view line, bool first) {
+    if (first) doc.blocks.emplace_back();
+    std::vector<Run>& runs = doc.blocks.back().runs;
+    if (!first) runs.push_back(Run{Run::Kind::soft_break, {}, 0, -1});
+    runs.push_back(Run{Run::Kind::text, std::string(line), 0, -1});
+  });
+  if (!plain) return std::nullopt;
   return doc;
+}
+
+std::optional<std::string> PlainReplyText(std::string_view markdown) {
+  std::string out;
+  out.reserve(markdown.size());
+  const bool plain = ForPlainLines(markdown, [&out](std::string_view line, bool first) {
+    if (!out.empty()) out += first ? "\n\n" : "\n";
+    out += line;
+  });
+  if (!plain) return std::nullopt;
+  return out;
 }
 
 Doc ParseMarkdown(std::string_view markdown) {

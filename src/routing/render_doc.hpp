@@ -71,6 +71,13 @@ Doc ParseMarkdown(std::string_view markdown);
 // cmark's parse was half of a short plain reply's render.
 std::optional<Doc> ParsePlainText(std::string_view markdown);
 
+// A reply ParsePlainText takes, as every dialect writes it when it is one part: its lines as they
+// are (a plain line holds nothing any dialect escapes), "\n" between a paragraph's lines and "\n\n"
+// between paragraphs. std::nullopt for a reply ParsePlainText refuses. RenderReply's shortcut for
+// the commonest reply: the Doc, its tokens and the splitter were most of such a reply's render
+// (test_render_plain.cpp checks it against that path in every dialect).
+std::optional<std::string> PlainReplyText(std::string_view markdown);
+
 // ParseMarkdown through cmark-gfm whatever the text.
 Doc ParseMarkdownWithCmark(std::string_view markdown);
 

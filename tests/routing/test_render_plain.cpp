@@ -1,7 +1,8 @@
 // Reply rendering's fast path for plain text (render::ParsePlainText): whenever it takes a reply,
 // its Doc must be exactly the one cmark-gfm makes of it (ParseMarkdownWithCmark), over generated
 // text near every construct GFM has and over random bytes; and it must take enough of them that
-// the property says something.
+// the property says something. RenderReply's shortcut for such a reply (PlainReplyText) must read
+// as the general path writes that Doc.
 #include <catch2/catch.hpp>
 
 #include <random>
@@ -10,7 +11,10 @@
 #include <vector>
 
 #include "routing/render_doc.hpp"
+#include "routing/render_split.hpp"
 #include "routing/render_text.hpp"
+#include "routing/render_tokens.hpp"
+#include "sessionturn/render.hpp"
 
 using namespace sessionturn;
 
@@ -21,14 +25,56 @@ struct Tally {
   int checked = 0;
 };
 
+// The Doc written by the general path (tokens by words, then the splitter) in one part.
+std::string GeneralWhole(const render::Doc& doc, MarkupDialect dialect) {
+  constexpr std::size_t kRoom = 1 << 20;
+  render::SplitOptions split;
+  split.max_length = kRoom;
+  split.soft_length = kRoom;
+  split.unit = LengthUnit::bytes;
+  split.entities = dialect != MarkupDialect::plain;
+  auto parts = render::Split(render::RenderTokens(doc, dialect, {kRoom, LengthUnit::bytes, 0}), split);
+  REQUIRE(parts);
+  REQUIRE(parts->size() == 1);
+  return (*parts)[0].text;
+}
+
+// RenderReply's shortcut (PlainReplyText) takes what ParsePlainText takes, and writes it as the
+// general path writes that Doc in every dialect; at a limit it just fits it is the one part, and one
+// unit less goes the general way (cut in parts).
+void CheckReplyText(const std::string& md, const render::Doc& doc) {
+  const auto text = render::PlainReplyText(md);
+  REQUIRE(text);
+  for (MarkupDialect dialect : {MarkupDialect::telegram_html, MarkupDialect::slack_mrkdwn, MarkupDialect::plain})
+    CHECK(*text == GeneralWhole(doc, dialect));
+  RenderOptions o;
+  o.dialect = MarkupDialect::telegram_html;
+  o.unit = LengthUnit::utf16;
+  o.max_length = std::max(kMinPartLength, MeasureLength(*text, o.unit));
+  auto fits = RenderReply(md, o);
+  REQUIRE(fits);
+  REQUIRE(fits->size() == 1);
+  CHECK((*fits)[0].text == *text);
+  if (o.max_length > kMinPartLength) {
+    --o.max_length;
+    auto cut = RenderReply(md, o);
+    REQUIRE(cut);
+    CHECK(cut->size() > 1);
+  }
+}
+
 void Compare(const std::string& raw, Tally& tally) {
   const std::string md = render::SanitizeUtf8(raw);
   ++tally.checked;
   const auto plain = render::ParsePlainText(md);
-  if (!plain) return;
-  ++tally.taken;
   INFO("[" << md << "]");
+  if (!plain) {
+    CHECK_FALSE(render::PlainReplyText(md));
+    return;
+  }
+  ++tally.taken;
   CHECK(*plain == render::ParseMarkdownWithCmark(md));
+  CheckReplyText(md, *plain);
 }
 
 // Pieces of text: plain words and punctuation, and everything that is, or is near, Markdown.
@@ -93,7 +139,9 @@ TEST_CASE("the plain-text fast path takes plain replies and leaves Markdown to c
     const auto plain = render::ParsePlainText(md);
     REQUIRE(plain);
     CHECK(*plain == render::ParseMarkdownWithCmark(md));
+    CheckReplyText(std::string(md), *plain);
   }
+  CHECK(render::PlainReplyText("\n\na b\nc\n\n\nd\n") == "a b\nc\n\nd");
   const auto two = render::ParsePlainText("a b\nc\n\n\nd");
   REQUIRE(two);
   REQUIRE(two->blocks.size() == 2);
@@ -107,5 +155,6 @@ TEST_CASE("the plain-text fast path takes plain replies and leaves Markdown to c
         "cr\rhere", "a\n===", "a\n    code", "x\n- item", "x\n1. item", "!image", "=x", "-x", "#x"}) {
     INFO(md);
     CHECK_FALSE(render::ParsePlainText(md));
+    CHECK_FALSE(render::PlainReplyText(md));
   }
 }
