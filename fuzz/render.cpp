@@ -6,7 +6,9 @@
 //  - the parts hold the reply's text: none is empty unless the whole reply is;
 //  - the shortcut for a reply that fits one part (written by runs, taken whole) reads exactly as
 //    the general path (written by words, split) whenever it is taken;
-//  - the plain-text fast path (ParsePlainText), when it takes the reply, makes cmark-gfm's Doc.
+//  - the plain-text fast path (ParsePlainText), when it takes the reply, makes cmark-gfm's Doc;
+//  - RenderReply's shortcut for a plain reply (PlainReplyText) is taken exactly when ParsePlainText
+//    takes it, and reads as the general path writes that Doc in one part, in every dialect.
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -101,7 +103,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::size_t limits[] = {kMinPartLength + knob % 64, std::size_t{256} + knob, 4096};
   const std::string clean = render::SanitizeUtf8(markdown);
   const render::Doc doc = render::ParseMarkdown(clean);
-  if (render::ParsePlainText(clean) && !(doc == render::ParseMarkdownWithCmark(clean))) std::abort();
+  const auto plain_doc = render::ParsePlainText(clean);
+  if (plain_doc && !(doc == render::ParseMarkdownWithCmark(clean))) std::abort();
+  const auto plain_text = render::PlainReplyText(clean);
+  if (plain_doc.has_value() != plain_text.has_value()) std::abort();
+  if (plain_text) {
+    for (MarkupDialect dialect : {MarkupDialect::telegram_html, MarkupDialect::slack_mrkdwn, MarkupDialect::plain}) {
+      render::SplitOptions whole;
+      whole.max_length = whole.soft_length = clean.size() + kMinPartLength;
+      whole.unit = LengthUnit::bytes;
+      whole.entities = dialect != MarkupDialect::plain;
+      auto general = render::Split(
+          render::RenderTokens(*plain_doc, dialect, render::TokenLimits{whole.max_length, LengthUnit::bytes, 0}), whole);
+      if (!general || general->size() != 1 || (*general)[0].text != *plain_text) std::abort();
+    }
+  }
   for (MarkupDialect dialect : {MarkupDialect::telegram_html, MarkupDialect::slack_mrkdwn, MarkupDialect::plain}) {
     for (std::size_t limit : limits) {
       RenderOptions o;
