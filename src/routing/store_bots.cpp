@@ -97,11 +97,15 @@ Status RouterStore::IndexBotMessage(const BotMessage& m) {
   }
   KeyRows& rows = bots_.rows;  // loaded by FindBotRow
   const std::int64_t seq = rows.next_seq;
-  auto q = db_->Query("IndexBotMessage", R"sql(
-    INSERT INTO bot_messages (seq, platform, workspace, chat, message_id, session, kind, inbox_id)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8))sql");
-  if (!q) return Fail(q.error());
-  if (auto st = q->Exec(seq, m.chat, m.message_id, m.session, ToString(m.kind), m.inbox_id); !st)
+  // Appended (Db::Append): written with the transaction's next statement, so the placeholders of a
+  // burst's turns, indexed in one write-behind pass, go in runs. A look-up reads it (FindBotRow's
+  // query writes what waits first); a rollback drops it, and the mirror is loaded again.
+  static const AppendTable kInsert(
+      "IndexBotMessage", "INSERT INTO bot_messages (seq, platform, workspace, chat, message_id, session, kind, inbox_id)",
+      8);
+  if (auto st = db_->Append(kInsert, {seq, m.chat.platform, m.chat.workspace, m.chat.chat, m.message_id, m.session,
+                                      std::string(ToString(m.kind)), m.inbox_id});
+      !st)
     return Fail(st.error());
   rows.Add(hash, seq);
   if (rows.live > static_cast<std::int64_t>(limits_.bot_messages)) {

@@ -269,3 +269,54 @@ TEST_CASE(
   CHECK(back->workspace == "T1");
   CHECK_FALSE(back->is_bot);
 }
+
+TEST_CASE("store append: a pass's bot messages wait in its batch, are found in it, bounded at its commit, and go with "
+          "an abort",
+          "[routing][store]") {
+  TempDir dir;
+  const std::string path = dir.File("router.db");
+  StoreLimits limits;
+  limits.bot_messages = 40;
+  auto store = OpenStore(path, limits);
+  const ChatRef chat{"slack", "W1", "C123"};
+  const auto bot = [&](int i) {
+    return BotMessage{chat, "1790000000." + std::to_string(100000 + i), "sess-" + std::to_string(i % 3),
+                      BotMessageKind::placeholder, i + 1};
+  };
+  // An aborted pass: nothing of it stays, and the index in memory forgets it too.
+  REQUIRE(store->BeginBatch("aborted pass"));
+  for (int i = 0; i < 10; ++i) REQUIRE(store->IndexBotMessage(bot(i)));
+  store->AbortBatch();
+  CHECK(RawDb(path).Int("SELECT count(*) FROM bot_messages") == 0);
+  for (int i = 0; i < 10; ++i) CHECK_FALSE(store->FindBotMessage(chat, bot(i).message_id).value());
+
+  REQUIRE(store->BeginBatch("pass"));
+  for (int i = 0; i < 45; ++i) REQUIRE(store->IndexBotMessage(bot(i)));
+  CHECK(RawDb(path).Int("SELECT count(*) FROM bot_messages") == 0);  // nothing committed yet
+  // Found in the batch, those waiting too (the look-up writes them first).
+  for (int i : {0, 31, 44}) {
+    INFO(i);
+    auto found = store->FindBotMessage(chat, bot(i).message_id);
+    REQUIRE(found);
+    REQUIRE(found->has_value());
+    CHECK((*found)->session == bot(i).session);
+    CHECK((*found)->inbox_id == i + 1);
+  }
+  // Indexed again in the batch (a placeholder that became the reply): the row is updated, not doubled.
+  auto reply = bot(44);
+  reply.kind = BotMessageKind::reply;
+  REQUIRE(store->IndexBotMessage(reply));
+  REQUIRE(store->CommitBatch());
+  // The bound holds at the commit: the five oldest went.
+  RawDb raw(path);
+  CHECK(raw.Int("SELECT count(*) FROM bot_messages") == 40);
+  CHECK(raw.Int("SELECT count(*) FROM bot_messages WHERE kind = 'reply'") == 1);
+  CHECK_FALSE(store->FindBotMessage(chat, bot(4).message_id).value());
+  store.reset();
+  auto reopened = OpenStore(path, limits);
+  auto last = reopened->FindBotMessage(chat, bot(44).message_id);
+  REQUIRE(last);
+  REQUIRE(last->has_value());
+  CHECK((*last)->kind == BotMessageKind::reply);
+  CHECK(reopened->FindBotMessage(chat, bot(5).message_id).value().has_value());
+}
