@@ -368,9 +368,10 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   std::string NewRequestId();
   // The turn's start in the store (not committed: the caller's Durably commits it).
   Status RecordTurn(const routing::SessionRun& s, const routing::Waiting& w, const std::string& request_id);
-  void StartTurn(routing::SessionRun& s, routing::Waiting w);
+  void StartTurn(routing::SessionRun& s, routing::Waiting&& w);
   // Runs a recorded turn; one that could not be recorded is reported in its placeholder instead.
-  void LaunchTurn(routing::SessionRun& s, routing::Waiting w, std::string request_id, Status record);
+  // `w` is taken apart (a Waiting is a message and more: moved once, into the turn).
+  void LaunchTurn(routing::SessionRun& s, routing::Waiting&& w, std::string request_id, Status record);
   void ReadyThenRun(const std::shared_ptr<routing::TurnRun>& turn, std::function<void(Driver&)> run);
   void Submit(const std::shared_ptr<routing::TurnRun>& turn, Driver& driver);
   std::string PromptOf(const InboundMessage& message, const std::vector<ThreadHistoryMessage>& context) const;

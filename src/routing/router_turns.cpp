@@ -139,6 +139,8 @@ void Router::Impl::StartQueued(std::shared_ptr<const std::vector<std::string>> n
   // never keep the next burst's intake, and so its placeholders, waiting for more than one slice.
   constexpr std::size_t kSlice = 32;
   struct Start {
+    Start(std::shared_ptr<SessionRun> s, Waiting&& w, std::string id)
+        : session(std::move(s)), waiting(std::move(w)), request_id(std::move(id)) {}
     std::shared_ptr<SessionRun> session;
     Waiting waiting;
     std::string request_id;
@@ -155,7 +157,7 @@ void Router::Impl::StartQueued(std::shared_ptr<const std::vector<std::string>> n
       UpdateReceipts(*it->second);
       continue;
     }
-    starts.push_back(Start{it->second, std::move(*w), NewRequestId()});
+    starts.emplace_back(it->second, std::move(*w), NewRequestId());
   }
   // The slice's turn starts are one commit, made before any of their prompts can go out.
   if (!starts.empty()) {
@@ -223,7 +225,7 @@ Status Router::Impl::RecordTurn(const SessionRun& s, const Waiting& w, const std
                             w.receipt ? w.receipt->message_id : std::string(), s.journal);
 }
 
-void Router::Impl::StartTurn(SessionRun& s, Waiting w) {
+void Router::Impl::StartTurn(SessionRun& s, Waiting&& w) {
   std::string id = NewRequestId();
   // Durable before the prompt goes out: a restart then attaches to the turn instead of sending the
   // message a second time.
@@ -234,7 +236,7 @@ void Router::Impl::StartTurn(SessionRun& s, Waiting w) {
   LaunchTurn(s, std::move(w), std::move(id), std::move(record));
 }
 
-void Router::Impl::LaunchTurn(SessionRun& s, Waiting w, std::string id, Status record) {
+void Router::Impl::LaunchTurn(SessionRun& s, Waiting&& w, std::string id, Status record) {
   s.starting = false;
   if (!record) {
     Log(LogLevel::warning, "message " + w.message.message_id + " could not start: " + record.error().ToString());
@@ -440,32 +442,33 @@ void Router::Impl::Attach(const std::shared_ptr<TurnRun>& turn, Driver& driver) 
 namespace routing {
 
 std::optional<TurnSignal> TurnSignal::Of(const Event& e, std::string_view request_id) {
-  TurnSignal s;
+  // Most events change nothing shown: a signal is made (in place) only for those that do.
+  std::optional<TurnSignal> s;
+  const auto make = [&s](Kind kind) -> TurnSignal& {
+    s.emplace().kind = kind;
+    return *s;
+  };
   if (e.Is(event_type::kAssistantDelta) || e.Is(event_type::kAssistantMessage)) {
-    s.kind = e.Is(event_type::kAssistantDelta) ? Kind::delta : Kind::message;
-    s.text = e.text;
+    make(e.Is(event_type::kAssistantDelta) ? Kind::delta : Kind::message).text = e.text;
   } else if (e.Is(event_type::kTurnStarted)) {
-    s.kind = Kind::started;
+    make(Kind::started);
   } else if (e.Is(event_type::kUserMessage)) {
-    if (e.request_id != request_id) return std::nullopt;  // another client's message
-    s.kind = Kind::ours_queued;
-    s.turn_id = e.turn_id;
-    s.revision = e.revision;
+    if (e.request_id != request_id) return s;  // another client's message
+    TurnSignal& t = make(Kind::ours_queued);
+    t.turn_id = e.turn_id;
+    t.revision = e.revision;
   } else if (e.Is(event_type::kUserMessageUpdated)) {
-    s.kind = Kind::updated;
-    s.turn_id = e.turn_id;
-    s.revision = e.revision;
+    TurnSignal& t = make(Kind::updated);
+    t.turn_id = e.turn_id;
+    t.revision = e.revision;
   } else if (e.Is(event_type::kToolStarted)) {
-    s.kind = Kind::tool_started;
-    s.tool_name = e.tool_name;
-    s.text = e.text.substr(0, std::min<std::size_t>(e.text.find('\n'), 80));
+    TurnSignal& t = make(Kind::tool_started);
+    t.tool_name = e.tool_name;
+    t.text = e.text.substr(0, std::min<std::size_t>(e.text.find('\n'), 80));
   } else if (e.Is(event_type::kToolCompleted)) {
-    s.kind = Kind::tool_completed;
+    make(Kind::tool_completed);
   } else if (e.Is(event_type::kRuntimeStatus) && e.runtime && e.runtime->usage) {
-    s.kind = Kind::usage;
-    s.usage = e.runtime->usage;
-  } else {
-    return std::nullopt;
+    make(Kind::usage).usage = e.runtime->usage;
   }
   return s;
 }
