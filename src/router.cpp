@@ -198,16 +198,15 @@ void Router::Impl::Teardown() {
     auto quiet = [](const std::shared_ptr<routing::LiveMessage>& live) {
       if (live && live->timer) live->timer->cancel();
     };
-    if (s->running) {
-      if (s->running->ticker) s->running->ticker->cancel();
-      quiet(s->running->live);
-    }
+    if (s->running) quiet(s->running->live);
     for (auto& w : s->queue) quiet(w.receipt);
   }
   for (auto& [id, q] : questions) {
     if (q->timeout) q->timeout->cancel();
   }
   if (outbox_timer) outbox_timer->cancel();
+  if (ticker) ticker->cancel();
+  ticking.clear();
   ClosePass();  // what was written behind is committed before the store closes
   // What held the router through its own state (drivers whose handlers hold it, timers) goes now.
   // The store closes (and lets go of its lock) though handlers may still hold the Impl: they land

@@ -122,7 +122,10 @@ struct TurnRun {
   std::optional<InboundMessage> pending_change;
   std::string prompt;               // what was (or will be) submitted
   CancellationSource cancel;
-  std::unique_ptr<asio::steady_timer> ticker;  // elapsed time in the progress, while it runs
+  // Its place in Router::Impl::ticking while it runs (the router's one ticker shows its elapsed time
+  // and renews the chat's "typing..."); kNotTicking otherwise.
+  static constexpr std::size_t kNotTicking = static_cast<std::size_t>(-1);
+  std::size_t tick_slot = kNotTicking;
   // Signals from the driver's on_event, on their way to the strand: the events of one read (a reply's
   // deltas, its message, the turn's end) become one strand job (OnSignals), not one each. The driver
   // calls from its own strand, so under a lock; `signals_posted` while a job to take them is queued.
@@ -207,6 +210,9 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   // turn's replay may show one again, and it must not be asked twice.
   std::unordered_set<std::string> resolved_inputs;
   std::unique_ptr<asio::steady_timer> outbox_timer;
+  std::unique_ptr<asio::steady_timer> ticker;  // StartTicking; armed while `ticking` has a turn
+  bool ticker_armed = false;
+  std::vector<std::shared_ptr<routing::TurnRun>> ticking;  // running turns, each at its tick_slot
   std::unordered_set<std::int64_t> delivering;  // outbox entries with a delivery running
   bool pass_open = false;  // the store's batch holds writes behind, and a ClosePass is posted
   std::size_t behind_writes = 0;  // in the open pass: what a failed commit loses, for its log line
@@ -375,7 +381,12 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   void ReadyThenRun(const std::shared_ptr<routing::TurnRun>& turn, std::function<void(Driver&)> run);
   void Submit(const std::shared_ptr<routing::TurnRun>& turn, Driver& driver);
   std::string PromptOf(const InboundMessage& message, const std::vector<ThreadHistoryMessage>& context) const;
-  void Tick(const std::shared_ptr<routing::TurnRun>& turn);
+  // A running turn's progress shows its elapsed time, and the chat's "typing..." is renewed, every
+  // kTickEvery: one timer for all of them (ticking), armed while any runs, not one per turn.
+  void StartTicking(const std::shared_ptr<routing::TurnRun>& turn);
+  void StopTicking(routing::TurnRun& turn);
+  void ArmTicker();
+  void TickAll();
   void Typing(const routing::TurnRun& turn);  // the chat's "typing..." while the turn runs
   void PublishGauges();  // coalesced: one count of every Session per burst of changes
   void CountGauges();

@@ -70,7 +70,7 @@ void Router::Impl::Resume() {
     ++in_flight;
     Log(LogLevel::info, "re-attaching to turn " + turn->request_id + " of Session " + turn->session);
     ShowProgress(turn);
-    Tick(turn);
+    StartTicking(turn);
     ReadyThenRun(turn, [turn, this](Driver& d) { Attach(turn, d); });
   }
 

@@ -259,7 +259,7 @@ void Router::Impl::LaunchTurn(SessionRun& s, Waiting&& w, std::string id, Status
   SetRunning(s, turn);
   UpdateReceipts(s);
   ShowProgress(turn);
-  Tick(turn);
+  StartTicking(turn);
   PublishGauges();
 
   // `fetched`: the thread's earlier messages were read for this prompt (even when there were none, as
@@ -556,20 +556,54 @@ void Router::Impl::Typing(const TurnRun& turn) {
   }));
 }
 
-void Router::Impl::Tick(const std::shared_ptr<TurnRun>& turn) {
+void Router::Impl::StartTicking(const std::shared_ptr<TurnRun>& turn) {
   Typing(*turn);  // a platform's "typing..." lasts a few seconds: renewed with every tick
-  turn->ticker = std::make_unique<asio::steady_timer>(context.io(), kTickEvery);
-  turn->ticker->async_wait(asio::bind_executor(strand, [self = shared_from_this(), turn](const asio::error_code& ec) {
-    if (ec || turn->done || self->torn_down) return;
-    self->ShowProgress(turn);
-    self->Tick(turn);
+  if (turn->tick_slot != TurnRun::kNotTicking) return;
+  turn->tick_slot = ticking.size();
+  ticking.push_back(turn);
+  ArmTicker();
+}
+
+void Router::Impl::StopTicking(TurnRun& turn) {
+  if (turn.tick_slot == TurnRun::kNotTicking) return;
+  // The last one takes its place: no turn moves but that one, and nothing is allocated.
+  const std::size_t slot = turn.tick_slot;
+  turn.tick_slot = TurnRun::kNotTicking;
+  if (slot + 1 != ticking.size()) {
+    ticking[slot] = std::move(ticking.back());
+    ticking[slot]->tick_slot = slot;
+  }
+  ticking.pop_back();
+}
+
+void Router::Impl::ArmTicker() {
+  if (ticker_armed || ticking.empty() || torn_down) return;
+  if (!ticker) ticker = std::make_unique<asio::steady_timer>(context.io());
+  ticker_armed = true;
+  ticker->expires_after(kTickEvery);
+  ticker->async_wait(asio::bind_executor(strand, [self = shared_from_this()](const asio::error_code& ec) {
+    self->ticker_armed = false;
+    if (ec || self->torn_down) return;
+    self->TickAll();
+    self->ArmTicker();
   }));
+}
+
+void Router::Impl::TickAll() {
+  // A tick changes no turn's place here (they end in OnResult, a job of its own), but a copy keeps
+  // the walk safe should one ever do.
+  const std::vector<std::shared_ptr<TurnRun>> now = ticking;
+  for (const auto& turn : now) {
+    if (turn->done || turn->tick_slot == TurnRun::kNotTicking) continue;
+    Typing(*turn);
+    ShowProgress(turn);
+  }
 }
 
 void Router::Impl::OnResult(const std::shared_ptr<TurnRun>& turn, Result<TurnResult> result) {
   if (turn->done) return;
   turn->done = true;
-  if (turn->ticker) turn->ticker->cancel();
+  StopTicking(*turn);
   auto it = sessions.find(turn->session);
   if (!result && shutting_down && result.error().code == Errc::cancelled) {
     // Detached by the shutdown: the turn goes on in its Session and the next start re-attaches to it

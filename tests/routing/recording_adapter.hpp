@@ -3,6 +3,7 @@
 // injected per call kind (fail the next N posts, fail every edit, answer edits with 429s).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -119,6 +120,11 @@ class RecordingAdapter : public ChatAdapter {
   std::size_t TypingCalls() {
     std::lock_guard lock(mu_);
     return typing_.size();
+  }
+  std::size_t TypingCallsIn(const std::string& thread) {
+    std::lock_guard lock(mu_);
+    return static_cast<std::size_t>(
+        std::count_if(typing_.begin(), typing_.end(), [&](const ThreadRef& t) { return t.thread == thread; }));
   }
 
   // Waits until `pred` (called under the lock with the ops so far) holds.

@@ -338,9 +338,12 @@ TEST_CASE("router: a platform with a typing indicator shows it while the turn ru
   ChatCapabilities caps = ThreadedCaps();
   caps.typing = true;
   Rig rig(root, caps, "script:" + script);
+  // Two turns at once, in two threads: the router's one ticker renews each one's indicator.
   REQUIRE(*rig.Send(Msg("1", "hello")) == Disposition::accepted);
-  REQUIRE(rig.WaitDelivered(1));
-  CHECK(rig.adapter.TypingCalls() >= 2);  // at the start, and renewed every 5 s
+  REQUIRE(*rig.Send(Msg("2", "hello too", "T2")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(2));
+  CHECK(rig.adapter.TypingCallsIn("T1") >= 2);  // at the start, and renewed every 5 s
+  CHECK(rig.adapter.TypingCallsIn("T2") >= 2);
   TempRoot other_root;
   Rig plain(other_root);
   REQUIRE(*plain.Send(Msg("1", "hello")) == Disposition::accepted);
