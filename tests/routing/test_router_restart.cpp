@@ -311,6 +311,10 @@ TEST_CASE("router: a bot killed mid-turn re-attaches from where the journal stoo
   REQUIRE(StoreInt(db, "SELECT count(*) FROM work WHERE request_id IS NOT NULL") == 1);
   CHECK(StoreInt(db, "SELECT last_event_id FROM work WHERE request_id IS NOT NULL") > 0);  // the first turn's end
   CHECK(StoreInt(db, "SELECT count(*) FROM work WHERE request_id IS NOT NULL AND journal_id <> '' AND turn_id = ''") == 1);
+  // A request id is "rt-" and 16 hex digits.
+  CHECK(StoreInt(db, "SELECT count(*) FROM work WHERE length(request_id) = 19 AND request_id GLOB "
+                     "'rt-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]"
+                     "[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]'") == 1);
   Bot bot(root, "script:" + script, false, "p", Options(root));
   CheckDeliveredOnceInto(bot, placeholder);
   CHECK(bot.adapter.CountMessagesWith("quick warm up") == 0);  // the earlier turn is not delivered again
