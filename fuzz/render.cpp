@@ -7,8 +7,10 @@
 //  - the shortcut for a reply that fits one part (written by runs, taken whole) reads exactly as
 //    the general path (written by words, split) whenever it is taken;
 //  - the plain-text fast path (ParsePlainText), when it takes the reply, makes cmark-gfm's Doc;
-//  - RenderReply's shortcut for a plain reply (PlainReplyText) is taken exactly when ParsePlainText
-//    takes it, and reads as the general path writes that Doc in one part, in every dialect.
+//  - PlainReplyText takes exactly the replies ParsePlainText takes, and reads as the general path
+//    writes that Doc in one part, in every dialect; RenderReply, with the options of each round, gives
+//    the general path's parts for such a reply, whether it fits one part (the shortcut) or not.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -94,6 +96,23 @@ void CheckWhole(const sessionturn::render::Doc& doc, const sessionturn::RenderOp
     if ((*whole)[i].text != (*general)[i].text || (*whole)[i].fallback != (*general)[i].fallback) std::abort();
 }
 
+// A plain reply's parts, shortcut or not, against the general path with the same options.
+void CheckPlainReply(const sessionturn::render::Doc& doc, const sessionturn::RenderOptions& o,
+                     const std::vector<sessionturn::RenderedPart>& parts) {
+  using namespace sessionturn;
+  render::SplitOptions split;
+  split.max_length = o.max_length;
+  split.soft_length = std::min(o.soft_length ? o.soft_length : o.max_length, o.max_length);
+  split.unit = o.unit;
+  split.entities = o.dialect != MarkupDialect::plain;
+  const auto general =
+      render::Split(render::RenderTokens(doc, o.dialect, render::TokenLimits{o.max_length, o.unit, 0}), split);
+  if (!general || general->empty()) std::abort();
+  // A reply of several parts is labelled ("(i/N)", with room kept for it): compared as one part only.
+  if (general->size() == 1 && (parts.size() != 1 || parts[0].text != (*general)[0].text)) std::abort();
+  if (general->size() > 1 && parts.size() < 2) std::abort();
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -129,6 +148,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       auto parts = RenderReply(markdown, o);
       if (!parts || parts->empty()) std::abort();
       CheckWhole(doc, o);
+      if (plain_text) CheckPlainReply(doc, o, *parts);
       for (const RenderedPart& p : *parts) {
         if (MeasureLength(p.text, o.unit) > o.max_length || !ValidUtf8(p.text)) std::abort();
         if (p.text.empty() && parts->size() > 1) std::abort();

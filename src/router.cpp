@@ -206,6 +206,7 @@ void Router::Impl::Teardown() {
   }
   if (outbox_timer) outbox_timer->cancel();
   if (ticker) ticker->cancel();
+  for (auto& turn : ticking) turn->tick_slot = routing::TurnRun::kNotTicking;
   ticking.clear();
   ClosePass();  // what was written behind is committed before the store closes
   // What held the router through its own state (drivers whose handlers hold it, timers) goes now.

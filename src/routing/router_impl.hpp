@@ -123,9 +123,10 @@ struct TurnRun {
   std::string prompt;               // what was (or will be) submitted
   CancellationSource cancel;
   // Its place in Router::Impl::ticking while it runs (the router's one ticker shows its elapsed time
-  // and renews the chat's "typing..."); kNotTicking otherwise.
+  // and renews the chat's "typing..." at next_tick, every 5 s from its start); kNotTicking otherwise.
   static constexpr std::size_t kNotTicking = static_cast<std::size_t>(-1);
   std::size_t tick_slot = kNotTicking;
+  SteadyTime next_tick{};
   // Signals from the driver's on_event, on their way to the strand: the events of one read (a reply's
   // deltas, its message, the turn's end) become one strand job (OnSignals), not one each. The driver
   // calls from its own strand, so under a lock; `signals_posted` while a job to take them is queued.
@@ -210,7 +211,7 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   // turn's replay may show one again, and it must not be asked twice.
   std::unordered_set<std::string> resolved_inputs;
   std::unique_ptr<asio::steady_timer> outbox_timer;
-  std::unique_ptr<asio::steady_timer> ticker;  // StartTicking; armed while `ticking` has a turn
+  std::unique_ptr<asio::steady_timer> ticker;  // StartTicking; re-armed while `ticking` has a turn
   bool ticker_armed = false;
   std::vector<std::shared_ptr<routing::TurnRun>> ticking;  // running turns, each at its tick_slot
   std::unordered_set<std::int64_t> delivering;  // outbox entries with a delivery running
@@ -382,7 +383,8 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   void Submit(const std::shared_ptr<routing::TurnRun>& turn, Driver& driver);
   std::string PromptOf(const InboundMessage& message, const std::vector<ThreadHistoryMessage>& context) const;
   // A running turn's progress shows its elapsed time, and the chat's "typing..." is renewed, every
-  // kTickEvery: one timer for all of them (ticking), armed while any runs, not one per turn.
+  // kTickEvery from its start: one timer for all of them (`ticking`), not one per turn. It fires every
+  // second while any turn runs (and once more after the last has ended), ticking the turns due.
   void StartTicking(const std::shared_ptr<routing::TurnRun>& turn);
   void StopTicking(routing::TurnRun& turn);
   void ArmTicker();

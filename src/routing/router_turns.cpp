@@ -22,6 +22,9 @@ namespace {
 constexpr std::size_t kTailBytes = 280;
 // Elapsed time in the progress moves on without events too.
 constexpr std::chrono::seconds kTickEvery{5};
+// How often the router's ticker looks for a turn due a tick: each turn keeps its own phase (ticks 5 s
+// apart from its start, within this), so many turns' typing renewals do not all go out at once.
+constexpr std::chrono::seconds kTickerPeriod{1};
 // A Session whose runtime completed a turn this recently (and within half the backend's IdleGrace)
 // gets its next turn without a WaitReady first (the backend's look at its files or its API object):
 // when its runtime is gone after all (stopped by its owner, crashed), the turn cannot connect and
@@ -562,6 +565,7 @@ void Router::Impl::Typing(const TurnRun& turn) {
 void Router::Impl::StartTicking(const std::shared_ptr<TurnRun>& turn) {
   Typing(*turn);  // a platform's "typing..." lasts a few seconds: renewed with every tick
   if (turn->tick_slot != TurnRun::kNotTicking) return;
+  turn->next_tick = std::chrono::steady_clock::now() + kTickEvery;
   turn->tick_slot = ticking.size();
   ticking.push_back(turn);
   ArmTicker();
@@ -583,21 +587,23 @@ void Router::Impl::ArmTicker() {
   if (ticker_armed || ticking.empty() || torn_down) return;
   if (!ticker) ticker = std::make_unique<asio::steady_timer>(context.io());
   ticker_armed = true;
-  ticker->expires_after(kTickEvery);
+  ticker->expires_after(kTickerPeriod);
   ticker->async_wait(asio::bind_executor(strand, [self = shared_from_this()](const asio::error_code& ec) {
     self->ticker_armed = false;
     if (ec || self->torn_down) return;
     self->TickAll();
-    self->ArmTicker();
+    self->ArmTicker();  // not once the last turn has ended
   }));
 }
 
 void Router::Impl::TickAll() {
-  // A tick changes no turn's place here (they end in OnResult, a job of its own), but a copy keeps
-  // the walk safe should one ever do.
-  const std::vector<std::shared_ptr<TurnRun>> now = ticking;
-  for (const auto& turn : now) {
-    if (turn->done || turn->tick_slot == TurnRun::kNotTicking) continue;
+  const auto now = std::chrono::steady_clock::now();
+  // By index, each due turn held while it is ticked: a tick ends no turn (OnResult is a job of its
+  // own), and should one ever leave `ticking` meanwhile, the walk only misses a tick.
+  for (std::size_t i = 0; i < ticking.size(); ++i) {
+    if (ticking[i]->done || now < ticking[i]->next_tick) continue;
+    const std::shared_ptr<TurnRun> turn = ticking[i];
+    turn->next_tick = now + kTickEvery;
     Typing(*turn);
     ShowProgress(turn);
   }

@@ -113,7 +113,7 @@ class RecordingAdapter : public ChatAdapter {
   void AsyncTyping(const ThreadRef& where, ChatStatusHandler handler) override {
     {
       std::lock_guard lock(mu_);
-      typing_.push_back(where);
+      typing_.push_back({where, std::chrono::steady_clock::now()});
     }
     context_.Post([handler = std::move(handler)]() mutable { handler(Status{}); });
   }
@@ -121,10 +121,13 @@ class RecordingAdapter : public ChatAdapter {
     std::lock_guard lock(mu_);
     return typing_.size();
   }
-  std::size_t TypingCallsIn(const std::string& thread) {
+  // When the typing indicator was asked for in `thread`, in order.
+  std::vector<std::chrono::steady_clock::time_point> TypingTimesIn(const std::string& thread) {
     std::lock_guard lock(mu_);
-    return static_cast<std::size_t>(
-        std::count_if(typing_.begin(), typing_.end(), [&](const ThreadRef& t) { return t.thread == thread; }));
+    std::vector<std::chrono::steady_clock::time_point> out;
+    for (const auto& [where, at] : typing_)
+      if (where.thread == thread) out.push_back(at);
+    return out;
   }
 
   // Waits until `pred` (called under the lock with the ops so far) holds.
@@ -193,7 +196,7 @@ class RecordingAdapter : public ChatAdapter {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<SentOp> ops_;
-  std::vector<ThreadRef> typing_;
+  std::vector<std::pair<ThreadRef, std::chrono::steady_clock::time_point>> typing_;
   std::map<std::string, std::string> texts_;
   std::vector<std::function<void()>> held_;
   int next_id_ = 0;

@@ -40,26 +40,48 @@ std::string GeneralWhole(const render::Doc& doc, MarkupDialect dialect) {
 }
 
 // RenderReply's shortcut (PlainReplyText) takes what ParsePlainText takes, and writes it as the
-// general path writes that Doc in every dialect; at a limit it just fits it is the one part, and one
-// unit less goes the general way (cut in parts).
+// general path writes that Doc in every dialect. In every dialect and unit, at a soft_length (or a
+// max_length) it just fits, RenderReply gives it as the one part; one unit less goes the general way,
+// cut in parts as the splitter cuts it.
 void CheckReplyText(const std::string& md, const render::Doc& doc) {
   const auto text = render::PlainReplyText(md);
   REQUIRE(text);
   for (MarkupDialect dialect : {MarkupDialect::telegram_html, MarkupDialect::slack_mrkdwn, MarkupDialect::plain})
     CHECK(*text == GeneralWhole(doc, dialect));
-  RenderOptions o;
-  o.dialect = MarkupDialect::telegram_html;
-  o.unit = LengthUnit::utf16;
-  o.max_length = std::max(kMinPartLength, MeasureLength(*text, o.unit));
-  auto fits = RenderReply(md, o);
-  REQUIRE(fits);
-  REQUIRE(fits->size() == 1);
-  CHECK((*fits)[0].text == *text);
-  if (o.max_length > kMinPartLength) {
-    --o.max_length;
-    auto cut = RenderReply(md, o);
-    REQUIRE(cut);
-    CHECK(cut->size() > 1);
+  const auto dialect = static_cast<MarkupDialect>(md.size() % 3);
+  for (LengthUnit unit : {LengthUnit::bytes, LengthUnit::code_points, LengthUnit::utf16}) {
+    const std::size_t length = MeasureLength(*text, unit);
+    for (bool by_soft : {false, true}) {
+      INFO(ToString(dialect) << ", " << ToString(unit) << ", length " << length << (by_soft ? ", soft" : ", max"));
+      RenderOptions o;
+      o.dialect = dialect;
+      o.unit = unit;
+      o.max_length = std::max(kMinPartLength, length) + (by_soft ? 40 : 0);
+      o.soft_length = by_soft ? std::max(kMinPartLength, length) : 0;
+      auto fits = RenderReply(md, o);
+      REQUIRE(fits);
+      REQUIRE(fits->size() == 1);
+      CHECK((*fits)[0].text == *text);
+      CHECK_FALSE((*fits)[0].plain_fallback);
+      if (length <= kMinPartLength) continue;
+      (by_soft ? o.soft_length : o.max_length) = length - 1;
+      render::SplitOptions split;
+      split.max_length = o.max_length;
+      split.soft_length = o.soft_length ? o.soft_length : o.max_length;
+      split.unit = unit;
+      split.entities = dialect != MarkupDialect::plain;
+      auto general = render::Split(render::RenderTokens(doc, dialect, {o.max_length, unit, 0}), split);
+      REQUIRE(general);
+      auto cut = RenderReply(md, o);
+      REQUIRE(cut);
+      if (general->size() == 1) {
+        // No place to cut within soft_length, and the whole within max_length: one part all the same.
+        REQUIRE(cut->size() == 1);
+        CHECK((*cut)[0].text == (*general)[0].text);
+      } else {
+        CHECK(cut->size() > 1);
+      }
+    }
   }
 }
 

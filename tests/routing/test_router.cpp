@@ -338,12 +338,23 @@ TEST_CASE("router: a platform with a typing indicator shows it while the turn ru
   ChatCapabilities caps = ThreadedCaps();
   caps.typing = true;
   Rig rig(root, caps, "script:" + script);
-  // Two turns at once, in two threads: the router's one ticker renews each one's indicator.
+  // Two turns at once, in two threads, started 2 s apart: the router's one ticker renews each one's
+  // indicator 5 s after its own start (within its one-second period), not both at the same moment.
   REQUIRE(*rig.Send(Msg("1", "hello")) == Disposition::accepted);
+  std::this_thread::sleep_for(2s);
   REQUIRE(*rig.Send(Msg("2", "hello too", "T2")) == Disposition::accepted);
   REQUIRE(rig.WaitDelivered(2));
-  CHECK(rig.adapter.TypingCallsIn("T1") >= 2);  // at the start, and renewed every 5 s
-  CHECK(rig.adapter.TypingCallsIn("T2") >= 2);
+  for (const char* thread : {"T1", "T2"}) {
+    INFO(thread);
+    const auto times = rig.adapter.TypingTimesIn(thread);
+    REQUIRE(times.size() >= 2);  // at the start, and renewed 5 s later
+    CHECK(times[1] - times[0] >= 4500ms);
+    CHECK(times[1] - times[0] <= 6500ms);
+  }
+  const auto t1 = rig.adapter.TypingTimesIn("T1");
+  const auto t2 = rig.adapter.TypingTimesIn("T2");
+  CHECK(t2[1] - t1[1] >= 1s);  // each on its own phase
+  CHECK(rig.adapter.TypingCalls() == t1.size() + t2.size());
   TempRoot other_root;
   Rig plain(other_root);
   REQUIRE(*plain.Send(Msg("1", "hello")) == Disposition::accepted);

@@ -283,7 +283,7 @@ TEST_CASE("store append: a pass's bot messages wait in its batch, are found in i
     return BotMessage{chat, "1790000000." + std::to_string(100000 + i), "sess-" + std::to_string(i % 3),
                       BotMessageKind::placeholder, i + 1};
   };
-  // An aborted pass: nothing of it stays, and the index in memory forgets it too.
+  // An aborted pass: nothing of it stays, and none of it is found.
   REQUIRE(store->BeginBatch("aborted pass"));
   for (int i = 0; i < 10; ++i) REQUIRE(store->IndexBotMessage(bot(i)));
   store->AbortBatch();
