@@ -79,23 +79,47 @@ std::string Bound(std::string text, std::size_t max_bytes) {
   return out;
 }
 
-// A name or id for the header line: one line, bounded, and without '[' ']' so the header's own
-// brackets are the only ones in it (a name cannot fake the end of the header and a second one).
-std::string HeaderField(std::string_view text, std::size_t max_chars) {
-  std::string out = FlattenLine(text, max_chars);
-  std::replace(out.begin(), out.end(), '[', '(');
-  std::replace(out.begin(), out.end(), ']', ')');
-  return out;
+// A name or id for the header line, appended to `out`: one line, bounded, and without '[' ']' so the
+// header's own brackets are the only ones in it (a name cannot fake the end of the header and a
+// second one). False when nothing was appended (the field is empty once cleaned).
+bool AppendHeaderField(std::string& out, std::string_view text, std::size_t max_chars) {
+  const std::size_t at = out.size();
+  if (AlreadyFlat(text, max_chars)) {
+    out.append(text);  // most names and ids: FlattenLine would return them as they are
+  } else {
+    out += FlattenLine(text, max_chars);
+  }
+  std::replace(out.begin() + static_cast<std::ptrdiff_t>(at), out.end(), '[', '(');
+  std::replace(out.begin() + static_cast<std::ptrdiff_t>(at), out.end(), ']', ')');
+  return out.size() > at;
 }
 
-std::string Header(const PromptEnvelope& envelope) {
-  std::string platform = HeaderField(envelope.platform, kMaxPlatformChars);
-  if (platform.empty()) platform = "chat";
-  std::string id = HeaderField(envelope.author_id, kMaxAuthorIdChars);
-  if (id.empty()) id = "unknown";
-  std::string name = HeaderField(envelope.author_name, kMaxAuthorNameChars);
-  if (name.empty()) name = id;
-  return "[" + platform + " message from " + name + " (" + id + ")]";
+// "[platform message from name (id)]": an empty platform reads "chat", an empty id "unknown", and
+// an empty name the id.
+void AppendHeader(std::string& out, const PromptParts& parts) {
+  out += '[';
+  if (!AppendHeaderField(out, parts.platform, kMaxPlatformChars)) out += "chat";
+  out += " message from ";
+  const std::size_t name_at = out.size();
+  const bool named = AppendHeaderField(out, parts.author_name, kMaxAuthorNameChars);
+  out += " (";
+  const std::size_t id_at = out.size();
+  if (!AppendHeaderField(out, parts.author_id, kMaxAuthorIdChars)) out += "unknown";
+  if (!named) {
+    const std::string id = out.substr(id_at);
+    out.insert(name_at, id);
+  }
+  out += ")]";
+}
+
+// CleanText(text), appended to `out`; text that is printable ASCII, newlines and tabs (most
+// messages) is only trimmed, which is all CleanText would do to it.
+void AppendCleanText(std::string& out, std::string_view text) {
+  if (std::all_of(text.begin(), text.end(), KeptAsIs)) {
+    out.append(TrimUnicodeSpace(text));
+  } else {
+    out += CleanText(text);
+  }
 }
 
 // "name: text", continuation lines indented so that no line of a message looks like another one.
@@ -248,21 +272,29 @@ std::string FenceFor(std::string_view text) {
   return std::string(std::max<std::size_t>(3, longest + 1), '`');
 }
 
-}  // namespace sessionturn::routing
-
-namespace sessionturn {
-
-std::string FormatPrompt(const PromptEnvelope& envelope) {
-  using namespace routing;
-  std::string out = Header(envelope) + "\n";
-  if (!envelope.thread_context.empty()) out += ThreadContext(envelope.thread_context);
-  out += CleanText(envelope.text);
-  out += Attachments(envelope.attachments_text);
+std::string FormatPrompt(const PromptParts& parts) {
+  std::string out;
+  out.reserve(parts.text.size() + 96);
+  AppendHeader(out, parts);
+  out += '\n';
+  if (!parts.thread_context.empty()) out += ThreadContext(parts.thread_context);
+  AppendCleanText(out, parts.text);
+  if (!parts.attachments_text.empty()) out += Attachments(parts.attachments_text);
   if (out.size() > kMaxPromptBytes) {
     out.resize(CutUtf8(out, kMaxPromptBytes - kPromptCutMarker.size()).size());
     out += kPromptCutMarker;
   }
   return out;
+}
+
+}  // namespace sessionturn::routing
+
+namespace sessionturn {
+
+std::string FormatPrompt(const PromptEnvelope& envelope) {
+  return routing::FormatPrompt(routing::PromptParts{envelope.platform, envelope.author_name, envelope.author_id,
+                                                    envelope.text, envelope.attachments_text,
+                                                    envelope.thread_context});
 }
 
 }  // namespace sessionturn

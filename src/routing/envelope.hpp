@@ -6,6 +6,9 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "sessionturn/routing.hpp"
 
 namespace sessionturn::routing {
 
@@ -46,6 +49,20 @@ std::string FlattenLine(std::string_view text, std::size_t max_chars);
 // tab removed (NUL included), white space trimmed at both ends. Line structure and everything else
 // (emoji joiners included) are kept: the agent reads code points, it is not fooled by how they show.
 std::string CleanText(std::string_view text);
+
+// What a prompt is made of (PromptEnvelope's fields), as references to the caller's strings: the
+// router makes a turn's prompt from its message without copying the message's fields first.
+struct PromptParts {
+  std::string_view platform;
+  std::string_view author_name;
+  std::string_view author_id;
+  std::string_view text;
+  const std::vector<std::string>& attachments_text;
+  const std::vector<ThreadHistoryMessage>& thread_context;
+};
+
+// The prompt for `parts`: FormatPrompt (routing.hpp) of the envelope with these fields.
+std::string FormatPrompt(const PromptParts& parts);
 
 // A Markdown code fence that `text` cannot close: one backtick more than its longest run, at least 3.
 std::string FenceFor(std::string_view text);

@@ -35,7 +35,7 @@ std::shared_ptr<LiveMessage> Router::Impl::PostLive(const ThreadRef& where, std:
   OutboundMessage post{Render(markdown), {}, reply_to};
   adapter.AsyncPost(where, std::move(post),
                     OnStrand<Result<std::string>>([live, markdown = std::move(markdown), session](
-                                                      Impl& r, Result<std::string> id) {
+                                                      Impl& r, Result<std::string> id) mutable {
                       live->posting = false;
                       if (!id) {
                         // The reply is then posted as a new message (one, never two).
@@ -43,7 +43,7 @@ std::shared_ptr<LiveMessage> Router::Impl::PostLive(const ThreadRef& where, std:
                                                      " failed: " + id.error().ToString());
                       } else {
                         live->message_id = *id;
-                        live->shown = markdown;
+                        live->shown = std::move(markdown);  // this handler runs once
                         // Indexed with its waiting message's (or turn's) work row: after a restart the
                         // reply still lands here (RouterStore::ListTurns, ListInbox read it from the
                         // index), with no second write to that row.

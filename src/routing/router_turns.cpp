@@ -207,14 +207,8 @@ void Router::Impl::UpdateReceipts(SessionRun& s) {
 }
 
 std::string Router::Impl::PromptOf(const InboundMessage& m, const std::vector<ThreadHistoryMessage>& context) const {
-  PromptEnvelope env;
-  env.platform = m.platform;
-  env.author_name = m.author_name;
-  env.author_id = m.author_id;
-  env.text = m.text;
-  env.attachments_text = m.attachments_text;
-  env.thread_context = context;
-  return FormatPrompt(env);
+  return routing::FormatPrompt(
+      routing::PromptParts{m.platform, m.author_name, m.author_id, m.text, m.attachments_text, context});
 }
 
 std::string Router::Impl::NewRequestId() {
@@ -650,10 +644,11 @@ void Router::Impl::OnResult(const std::shared_ptr<TurnRun>& turn, Result<TurnRes
     }
     reply = "\u26A0\uFE0F " + EscapeMarkdown(DescribeFailure(result.error()));
   } else {
-    const TurnResult& t = *result;
+    TurnResult& t = *result;
     switch (t.status) {
       case TurnStatus::completed:
-        reply = t.text.empty() ? "_(The agent finished without a reply.)_" : t.text;
+        // The result is this call's own: its text becomes the reply, not copied.
+        reply = t.text.empty() ? std::string("_(The agent finished without a reply.)_") : std::move(t.text);
         break;
       case TurnStatus::failed:
         reply = "\u26A0\uFE0F The turn failed: " + EscapeMarkdown(t.error_message.empty() ? "no reason given" : t.error_message);

@@ -141,6 +141,16 @@ TEST_CASE("Message text keeps its lines and loses control characters", "[envelop
   CHECK(FormatPrompt(Envelope("Ada", "U1", family)) == "[slack message from Ada (U1)]\n" + family);
 }
 
+TEST_CASE("A plain ASCII message is the same in the prompt as CleanText makes it", "[envelope]") {
+  // FormatPrompt only trims text of printable ASCII, newlines and tabs; anything else goes through
+  // CleanText. Both must give what CleanText gives.
+  for (const std::string text : {"hello", "  hello \n", "\n\t a\n\tb \t\n", " ", "", "a  b\n\n\nc",
+                                 "\xE3\x80\x80 wide space \xE3\x80\x80", "caf\xC3\xA9 ", "\r\nx\r\n"}) {
+    CAPTURE(text);
+    CHECK(FormatPrompt(Envelope("Ada", "U1", text)) == "[slack message from Ada (U1)]\n" + CleanText(text));
+  }
+}
+
 TEST_CASE("The platform is part of the header and cannot be empty", "[envelope]") {
   PromptEnvelope e = Envelope("Ada", "U1", "x");
   e.platform = "telegram";
