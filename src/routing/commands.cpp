@@ -72,6 +72,7 @@ constexpr std::size_t kWordsLooked = 3;
 // The first `most` words, separated by Unicode white space (as the runtime trims it).
 std::vector<std::string_view> Words(std::string_view text, std::size_t most) {
   std::vector<std::string_view> words;
+  words.reserve(most);  // one allocation, not one per word (every message is looked at)
   std::size_t start = 0, i = 0;
   while (i < text.size() && words.size() < most) {
     char32_t cp = 0;
