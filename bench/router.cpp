@@ -500,6 +500,7 @@ struct Report {
   std::vector<double> bare_latency;
   double first_wall_ms = 0;
   Cpu router_cpu, bare_cpu;
+  std::vector<double> round_ratios;  // each warm round's router worker CPU over its bare round's
   double router_wall_ms = 0, bare_wall_ms = 0;
   std::size_t turns = 0;  // per run
   std::size_t router_in_flight = 0, bare_in_flight = 0;
@@ -526,6 +527,7 @@ void WarmRounds(Context& ctx, Router& router, bench::BenchAdapter& adapter, cons
     rep.bare_stall_ms = std::max(rep.bare_stall_ms, b.settle_stall_ms);
     const Round r = RouterRound(ctx, router, adapter, n, round, f.spread, rep.warm);
     rep.router_cpu += r.cpu;
+    if (b.cpu.worker > 0) rep.round_ratios.push_back(r.cpu.worker / b.cpu.worker);
     rep.router_wall_ms += r.wall_ms;
     rep.router_in_flight = std::max(rep.router_in_flight, r.peak.in_flight);
     rep.router_stall_ms = std::max(rep.router_stall_ms, r.settle_stall_ms);
@@ -624,6 +626,14 @@ void PrintCpu(const Report& rep) {
   std::printf("  %-36s %9.1f us %9.1f us %7.2fx\n", "whole process (runtimes included)", rp, bp, rp / bp);
   std::printf("  %-36s %9.0f ms %9.0f ms\n", "wall time of the rounds", rep.router_wall_ms, rep.bare_wall_ms);
   std::printf("  router's own CPU per turn (worker, router - bare): %.1f us\n", rw - bw);
+  if (!rep.round_ratios.empty()) {
+    // The spread of one run: each warm round next to its bare round (the figure below is over all).
+    std::vector<double> r = rep.round_ratios;
+    std::sort(r.begin(), r.end());
+    const double median = r.size() % 2 ? r[r.size() / 2] : (r[r.size() / 2 - 1] + r[r.size() / 2]) / 2;
+    std::printf("  ratio of each round to its bare round: min %.2fx, median %.2fx, max %.2fx (%zu rounds)\n",
+                r.front(), median, r.back(), r.size());
+  }
   std::printf("  ratio router / bare client CPU per turn: %.2fx (target <= %.0fx: %s)\n", rw / bw, kCpuTarget,
               Met(rw / bw <= kCpuTarget));
 }

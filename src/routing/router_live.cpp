@@ -43,7 +43,7 @@ std::shared_ptr<LiveMessage> Router::Impl::PostLive(const ThreadRef& where, std:
                                                      " failed: " + id.error().ToString());
                       } else {
                         live->message_id = *id;
-                        live->shown = std::move(markdown);  // this handler runs once
+                        live->shown.swap(markdown);  // this handler runs once: its copy is not needed after
                         // Indexed with its waiting message's (or turn's) work row: after a restart the
                         // reply still lands here (RouterStore::ListTurns, ListInbox read it from the
                         // index), with no second write to that row.
