@@ -112,13 +112,15 @@ struct Cpu {
   double worker = 0;
   double worker_kernel = 0;
   double process = 0;
+  double worker_faults = 0;  // minor page faults of the worker (kernel time a growing heap costs)
   Cpu operator-(const Cpu& o) const {
-    return {worker - o.worker, worker_kernel - o.worker_kernel, process - o.process};
+    return {worker - o.worker, worker_kernel - o.worker_kernel, process - o.process, worker_faults - o.worker_faults};
   }
   Cpu& operator+=(const Cpu& o) {
     worker += o.worker;
     worker_kernel += o.worker_kernel;
     process += o.process;
+    worker_faults += o.worker_faults;
     return *this;
   }
 };
@@ -151,6 +153,7 @@ Cpu ReadCpu(Context& ctx) {
     rusage thread{};
     ::getrusage(RUSAGE_THREAD, &thread);
     c.worker_kernel = Seconds(thread.ru_stime);
+    c.worker_faults = static_cast<double>(thread.ru_minflt);
   });
   rusage ru{};
   ::getrusage(RUSAGE_SELF, &ru);
@@ -623,6 +626,8 @@ void PrintCpu(const Report& rep) {
   std::printf("  %-36s %9.1f us %9.1f us %7.2fx\n", "Context worker (the client side)", rw, bw, rw / bw);
   const double rk = rep.router_cpu.worker_kernel / n * 1e6, bk = rep.bare_cpu.worker_kernel / n * 1e6;
   std::printf("  %-36s %9.1f us %9.1f us %7.2fx\n", "  of which in the kernel", rk, bk, bk > 0 ? rk / bk : 0.0);
+  const double rf = rep.router_cpu.worker_faults / n, bf = rep.bare_cpu.worker_faults / n;
+  std::printf("  %-36s %12.2f %12.2f\n", "  worker's minor page faults", rf, bf);
   std::printf("  %-36s %9.1f us %9.1f us %7.2fx\n", "whole process (runtimes included)", rp, bp, rp / bp);
   std::printf("  %-36s %9.0f ms %9.0f ms\n", "wall time of the rounds", rep.router_wall_ms, rep.bare_wall_ms);
   std::printf("  router's own CPU per turn (worker, router - bare): %.1f us\n", rw - bw);
