@@ -22,6 +22,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -89,15 +90,25 @@ struct TurnSignal {
   std::string tool_name;
   std::string turn_id;  // ours_queued, updated
   std::int64_t revision = 0;
-  std::optional<Usage> usage;
+  // usage only. Held apart so that a signal is 120 bytes: the eight a turn's first read usually brings
+  // fit one small allocation (TurnRun::signals), which malloc serves from its per-thread cache.
+  std::unique_ptr<Usage> usage;
   // Nothing for the events the thread is not shown (another client's messages, output, history...).
   static std::optional<TurnSignal> Of(const Event& e, std::string_view request_id);
 };
 
 // One turn in flight.
+// Kept to 1,016 bytes (checked below): make_shared's one block then stays within the sizes glibc's
+// malloc serves from its per-thread cache, and a burst of turn starts does not take its slow path for
+// large blocks (the bools are together, and what few turns use is held apart).
 struct TurnRun {
   std::string session;
-  bool direct = false;  // sent to the Session's Driver without a WaitReady first (SessionRun::ready_until)
+  bool direct = false;    // sent to the Session's Driver without a WaitReady first (SessionRun::ready_until)
+  bool accepted = false;
+  bool attached = false;  // re-attached after a restart
+  bool done = false;
+  bool with_context = false;  // the thread's earlier messages were fetched for the prompt (maybe none)
+  bool signals_posted = false;  // under signals_mu: a job to take `signals` is queued
   std::string request_id;
   std::int64_t inbox_id = 0;
   ThreadRef where;
@@ -106,20 +117,16 @@ struct TurnRun {
   std::shared_ptr<LiveMessage> live;  // the placeholder: progress, then the reply
   SteadyTime started{};
   std::chrono::milliseconds wake{0};  // waiting for the Session to be ready (waking it)
-  std::string stage = "starting";  // starting, waking, queued, running
+  std::string_view stage = "starting";  // one of these literals: starting, waking, queued, running
   std::string tool;                 // the running tool and its short input
   std::string tail;                 // the end of the streamed reply
-  std::optional<Usage> usage;
+  std::unique_ptr<Usage> usage;     // the runtime's latest report, if any (a TurnSignal's, moved)
   TurnRef ref;                      // where it is in the runtime's journal
-  bool accepted = false;
-  bool attached = false;            // re-attached after a restart
-  bool done = false;
   std::string open_question;        // the QuestionRun id while the agent waits for an answer
-  bool with_context = false;        // the thread's earlier messages were fetched for the prompt (maybe none)
-  std::vector<ThreadHistoryMessage> context;  // those messages (an edit rebuilds the prompt with them)
+  std::vector<ThreadHistoryMessage> context;  // the earlier messages (an edit rebuilds the prompt with them)
   // An edit or deletion that came while the message was still being sent: applied once the runtime
   // has it (user.message), when it can still be changed there.
-  std::optional<InboundMessage> pending_change;
+  std::unique_ptr<InboundMessage> pending_change;
   std::string prompt;               // what was (or will be) submitted
   CancellationSource cancel;
   // Its place in Router::Impl::ticking while it runs (the router's one ticker shows its elapsed time
@@ -132,8 +139,14 @@ struct TurnRun {
   // calls from its own strand, so under a lock; `signals_posted` while a job to take them is queued.
   std::mutex signals_mu;
   std::vector<TurnSignal> signals;
-  bool signals_posted = false;
 };
+
+#if defined(__GLIBCXX__) && !defined(_GLIBCXX_DEBUG) && UINTPTR_MAX == 0xFFFFFFFFFFFFFFFFu
+// glibc's malloc serves blocks of up to 1,032 bytes from its per-thread cache (tcache); larger ones take
+// its slow path, and a burst frees them into bins it then consolidates. make_shared adds 16 bytes.
+static_assert(sizeof(TurnRun) + 16 <= 1032, "TurnRun grew past 1,016 bytes: hold a rarely used member apart");
+static_assert(8 * sizeof(TurnSignal) <= 1032, "TurnSignal grew past 129 bytes: eight no longer fit one small block");
+#endif
 
 // A Session with state in this process.
 struct SessionRun {
@@ -397,7 +410,7 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   // The signals queued for the turn (TurnRun::signals), in order, then its progress once.
   void OnSignals(const std::shared_ptr<routing::TurnRun>& turn);
   // One signal applied to the turn; true when the progress shown may have changed.
-  bool OnEvent(const std::shared_ptr<routing::TurnRun>& turn, const routing::TurnSignal& signal);
+  bool OnEvent(const std::shared_ptr<routing::TurnRun>& turn, routing::TurnSignal& signal);  // may move from it
   routing::ChatPace& PaceOf(routing::LiveMessage& live);
   void OnResult(const std::shared_ptr<routing::TurnRun>& turn, Result<TurnResult> result);
   // The Session's next turn waits for it (WaitReady) again; `drop_driver`: with a new connector.

@@ -295,7 +295,7 @@ void Router::Impl::ChangeRunning(const std::shared_ptr<routing::TurnRun>& turn, 
   };
   if (!turn->attached && (turn->stage == "starting" || turn->stage == "waking")) {
     // Still on its way to the runtime (its user.message not seen yet): changed once it is there.
-    turn->pending_change = m;
+    turn->pending_change = std::make_unique<InboundMessage>(m);
     return;
   }
   auto it = sessions.find(turn->session);

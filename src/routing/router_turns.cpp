@@ -371,7 +371,7 @@ TurnOptions Router::Impl::OptionsFor(const std::shared_ptr<TurnRun>& turn) {
     bool post = false;
     {
       std::lock_guard lock(turn->signals_mu);
-      if (turn->signals.capacity() == 0) turn->signals.reserve(4);  // a turn's first events come together
+      if (turn->signals.capacity() == 0) turn->signals.reserve(8);  // a turn's first events come together
       turn->signals.push_back(std::move(*signal));
       post = !std::exchange(turn->signals_posted, true);
     }
@@ -468,7 +468,7 @@ std::optional<TurnSignal> TurnSignal::Of(const Event& e, std::string_view reques
   } else if (e.Is(event_type::kToolCompleted)) {
     make(Kind::tool_completed);
   } else if (e.Is(event_type::kRuntimeStatus) && e.runtime && e.runtime->usage) {
-    make(Kind::usage).usage = e.runtime->usage;
+    make(Kind::usage).usage = std::make_unique<Usage>(*e.runtime->usage);
   }
   return s;
 }
@@ -483,7 +483,7 @@ void Router::Impl::OnSignals(const std::shared_ptr<TurnRun>& turn) {
     turn->signals_posted = false;
   }
   bool changed = false;
-  for (const TurnSignal& signal : batch) changed = OnEvent(turn, signal) || changed;
+  for (TurnSignal& signal : batch) changed = OnEvent(turn, signal) || changed;
   if (changed) ShowProgress(turn);
   // Handed back, empty, for the turn's next events: its room is not allocated again.
   batch.clear();
@@ -491,7 +491,7 @@ void Router::Impl::OnSignals(const std::shared_ptr<TurnRun>& turn) {
   if (turn->signals.empty()) turn->signals.swap(batch);
 }
 
-bool Router::Impl::OnEvent(const std::shared_ptr<TurnRun>& turn, const TurnSignal& e) {
+bool Router::Impl::OnEvent(const std::shared_ptr<TurnRun>& turn, TurnSignal& e) {
   if (turn->done) return false;
   switch (e.kind) {
     case TurnSignal::Kind::started: turn->stage = "running"; break;
@@ -519,7 +519,9 @@ bool Router::Impl::OnEvent(const std::shared_ptr<TurnRun>& turn, const TurnSigna
     case TurnSignal::Kind::tool_completed: turn->tool.clear(); break;
     case TurnSignal::Kind::delta: turn->tail = Tail(turn->tail + e.text); break;
     case TurnSignal::Kind::message: turn->tail = Tail(e.text); break;
-    case TurnSignal::Kind::usage: turn->usage = e.usage; return false;
+    case TurnSignal::Kind::usage:
+      if (e.usage) turn->usage = std::move(e.usage);
+      return false;
   }
   return true;
 }
