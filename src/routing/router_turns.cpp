@@ -37,11 +37,12 @@ std::string Seconds(std::chrono::steady_clock::duration d) {
   return std::to_string(s / 60) + " min " + std::to_string(s % 60) + " s";
 }
 
-std::string Tail(std::string text) {
-  if (text.size() <= kTailBytes) return text;
+// Keeps the last kTailBytes of `text` (less, to start on a whole UTF-8 sequence), in place.
+void KeepTail(std::string& text) {
+  if (text.size() <= kTailBytes) return;
   std::size_t cut = text.size() - kTailBytes;
   while (cut < text.size() && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) ++cut;
-  return text.substr(cut);
+  text.erase(0, cut);
 }
 
 // The tail as shown: inside emphasis, which Markdown only closes after a non-space.
@@ -517,8 +518,14 @@ bool Router::Impl::OnEvent(const std::shared_ptr<TurnRun>& turn, TurnSignal& e) 
       if (!e.text.empty()) turn->tool += ": " + e.text;
       break;
     case TurnSignal::Kind::tool_completed: turn->tool.clear(); break;
-    case TurnSignal::Kind::delta: turn->tail = Tail(turn->tail + e.text); break;
-    case TurnSignal::Kind::message: turn->tail = Tail(e.text); break;
+    case TurnSignal::Kind::delta:
+      turn->tail += e.text;
+      KeepTail(turn->tail);
+      break;
+    case TurnSignal::Kind::message:
+      turn->tail = std::move(e.text);  // the signal is this call's to take from
+      KeepTail(turn->tail);
+      break;
     case TurnSignal::Kind::usage:
       if (e.usage) turn->usage = std::move(e.usage);
       return false;

@@ -407,6 +407,35 @@ TEST_CASE("router: a placeholder's post spends the chat's edit budget: a quick t
   CHECK(slow.adapter.Text(slow_ops[0].message_id).find("slow reply") != std::string::npos);
 }
 
+TEST_CASE("router: progress shows the end of the streamed reply, cut on a whole character", "[routing][router]") {
+  // 13 + 400 + 15 bytes streamed in three deltas (each alpha is two bytes), then a pause: the progress
+  // edit shows the last 280 bytes at most, from the start of a character (280 would start inside an
+  // alpha: 279 do), so "start-marker" is gone.
+  TempRoot root;
+  const std::string script = root.File("stream.json", R"({"turns": [[{"type": "delta", "text": "start-marker "},
+      {"type": "delta", "text": "\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1\u03b1"}, {"type": "delta", "text": " end of stream."},
+      {"type": "sleep", "ms": 1500}, {"type": "message", "text": "streamed reply"}]]})");
+  Rig rig(root, ThreadedCaps(), "script:" + script, [](RouterOptions& o) { o.progress_interval = 300ms; });
+  rig.router->HandleMessage(Msg("1", "hello"));
+  REQUIRE(rig.WaitDelivered(1));
+  INFO(rig.adapter.Dump());
+  std::string shown;
+  for (const auto& op : rig.adapter.Ops()) {
+    if (op.kind == "edit" && op.text.find("end of stream") != std::string::npos) shown = op.text;
+  }
+  REQUIRE(!shown.empty());
+  // The tail is a paragraph of its own after an ellipsis (in italics where the dialect has them; this
+  // adapter's is plain text).
+  const std::string open = "\n\n\xE2\x80\xA6";
+  const auto at = shown.find(open);
+  REQUIRE(at != std::string::npos);
+  const std::string tail = shown.substr(at + open.size());
+  CHECK(tail.size() == 279);
+  CHECK(tail.find("start-marker") == std::string::npos);
+  CHECK(tail.ends_with(" end of stream."));
+  CHECK(tail.rfind("\xCE\xB1", 0) == 0);  // starts with a whole alpha, not its second byte
+}
+
 TEST_CASE("router: a burst with several messages for one Session runs them one at a time", "[routing][router]") {
   TempRoot root;
   const std::string script = root.File("slow.json", R"({"turns": [
