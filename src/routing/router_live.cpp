@@ -43,14 +43,17 @@ std::shared_ptr<LiveMessage> Router::Impl::PostLive(const ThreadRef& where, std:
                                                      " failed: " + id.error().ToString());
                       } else {
                         live->message_id = *id;
-                        live->shown.swap(markdown);  // this handler runs once: its copy is not needed after
+                        // The handler's own copy (a copy of the handler has its own), not read after.
+                        live->shown.swap(markdown);
                         // Indexed with its waiting message's (or turn's) work row: after a restart the
                         // reply still lands here (RouterStore::ListTurns, ListInbox read it from the
                         // index), with no second write to that row.
                         r.WriteBehind([&] {
-                          const routing::BotMessage posted{routing::ChatRef::Of(live->where), *id, session,
-                                                           routing::BotMessageKind::placeholder, live->inbox_id};
-                          if (auto st = r.store->IndexBotMessage(posted); !st) {
+                          // The call's id and the handler's copy of the Session's name move into the entry.
+                          routing::BotMessage posted{routing::ChatRef::Of(live->where), std::move(*id),
+                                                     std::move(session), routing::BotMessageKind::placeholder,
+                                                     live->inbox_id};
+                          if (auto st = r.store->IndexBotMessage(std::move(posted)); !st) {
                             r.Log(LogLevel::warning, st.error().ToString());
                           }
                         });

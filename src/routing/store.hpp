@@ -204,7 +204,7 @@ class RouterStore {
 
   // The bot-message index, bounded by limits().bot_messages (the oldest indexed evicted first; in a
   // batch, once, at its commit). Indexing a message again updates its session and kind.
-  Status IndexBotMessage(const BotMessage& message);
+  Status IndexBotMessage(BotMessage message);  // by value: its strings move into the row
   Result<std::optional<BotMessage>> FindBotMessage(const ChatRef& chat, std::string_view message_id);
 
   // Dedupe keys, bounded per kind by limits().dedupe_per_kind (the oldest remembered evicted first).

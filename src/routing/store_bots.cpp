@@ -80,7 +80,7 @@ Result<std::optional<std::pair<std::int64_t, BotMessage>>> RouterStore::FindBotR
   return Found();
 }
 
-Status RouterStore::IndexBotMessage(const BotMessage& m) {
+Status RouterStore::IndexBotMessage(BotMessage m) {
   auto tx = Transaction::Begin(*db_, "IndexBotMessage");
   if (!tx) return Fail(tx.error());
   const std::uint64_t hash = BotHash(m.chat, m.message_id);
@@ -103,7 +103,8 @@ Status RouterStore::IndexBotMessage(const BotMessage& m) {
   static const AppendTable kInsert(
       "IndexBotMessage", "INSERT INTO bot_messages (seq, platform, workspace, chat, message_id, session, kind, inbox_id)",
       8);
-  if (auto st = db_->Append(kInsert, {seq, m.chat.platform, m.chat.workspace, m.chat.chat, m.message_id, m.session,
+  if (auto st = db_->Append(kInsert, {seq, std::move(m.chat.platform), std::move(m.chat.workspace),
+                                      std::move(m.chat.chat), std::move(m.message_id), std::move(m.session),
                                       std::string(ToString(m.kind)), m.inbox_id});
       !st)
     return Fail(st.error());
