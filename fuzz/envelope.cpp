@@ -2,8 +2,8 @@
 // name, author id, message text, then attachments and earlier messages' texts). Whatever they hold,
 // the prompt starts with its fixed header line, "[<platform> message from <name> (<id>)]", holding
 // exactly one '[' and one ']'; the runtime never reads it as a command (`!`, `/goal`); it is valid
-// UTF-8 and within the 64 KB bound; and a message of printable ASCII, newlines and tabs comes out as
-// CleanText makes it (FormatPrompt's shortcut for such text).
+// UTF-8 and within the 64 KB bound; and a message alone comes out as its header line and CleanText's
+// text (FormatPrompt cleans the message into the prompt in place).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>

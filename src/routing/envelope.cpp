@@ -53,7 +53,6 @@ bool IsControl(char32_t c) {
   return c < 0x20 || (c >= 0x7F && c <= 0x9F);
 }
 
-// `text` cut to at most `max_bytes`, ending in "…" when it was cut.
 // Printable ASCII with single spaces between words and none at the ends, within the bound: what
 // FlattenLine makes of it is itself (most names and ids).
 bool AlreadyFlat(std::string_view text, std::size_t max_chars) {
@@ -72,6 +71,7 @@ bool KeptAsIs(char c) {
   return (b >= 0x20 && b < 0x7F) || b == '\n' || b == '\t';
 }
 
+// `text` cut to at most `max_bytes`, ending in "…" when it was cut.
 std::string Bound(std::string text, std::size_t max_bytes) {
   if (text.size() <= max_bytes) return text;
   std::string out(CutUtf8(text, max_bytes - kEllipsis.size()));
@@ -79,16 +79,69 @@ std::string Bound(std::string text, std::size_t max_bytes) {
   return out;
 }
 
+// FlattenLine(text, max_chars), appended to `out`.
+void AppendFlatLine(std::string& out, std::string_view text, std::size_t max_chars) {
+  if (AlreadyFlat(text, max_chars)) {
+    out.append(text);
+    return;
+  }
+  std::vector<char32_t> chars;
+  bool space = false;
+  // One more than the bound is enough to know the line is too long; the rest is never read.
+  for (std::size_t i = 0; i < text.size() && chars.size() <= max_chars;) {
+    char32_t cp = 0;
+    i += NextRune(text, i, cp);
+    if (IsInvisible(cp)) continue;
+    if (IsControl(cp) || IsUnicodeSpace(cp)) {
+      space = !chars.empty();
+      continue;
+    }
+    if (space) chars.push_back(' ');
+    space = false;
+    chars.push_back(cp);
+  }
+  if (chars.size() > max_chars) {
+    chars.resize(max_chars > 0 ? max_chars - 1 : 0);
+    while (!chars.empty() && chars.back() == ' ') chars.pop_back();
+    if (max_chars > 0) chars.push_back(0x2026);
+  }
+  for (char32_t c : chars) AppendUtf8(out, c);
+}
+
+// CleanText(text), appended to `out`.
+void AppendCleanText(std::string& out, std::string_view text) {
+  const std::size_t at = out.size();
+  for (std::size_t i = 0; i < text.size();) {
+    std::size_t run = i;
+    while (run < text.size() && KeptAsIs(text[run])) ++run;
+    if (run > i) {
+      out.append(text.substr(i, run - i));
+      i = run;
+      continue;
+    }
+    char32_t cp = 0;
+    const std::size_t n = NextRune(text, i, cp);
+    if (cp == '\r') {
+      out.push_back('\n');
+      i += (i + 1 < text.size() && text[i + 1] == '\n') ? 2 : 1;
+      continue;
+    }
+    i += n;
+    if (cp == '\n' || cp == '\t' || !IsControl(cp)) AppendUtf8(out, cp);
+  }
+  // Trimmed at both ends: what was appended, once clean.
+  const std::string_view added = TrimUnicodeSpace(std::string_view(out).substr(at));
+  const std::size_t begin = static_cast<std::size_t>(added.data() - out.data());
+  out.resize(begin + added.size());
+  out.erase(at, begin - at);
+}
+
 // A name or id for the header line, appended to `out`: one line, bounded, and without '[' ']' so the
 // header's own brackets are the only ones in it (a name cannot fake the end of the header and a
 // second one). False when nothing was appended (the field is empty once cleaned).
 bool AppendHeaderField(std::string& out, std::string_view text, std::size_t max_chars) {
   const std::size_t at = out.size();
-  if (AlreadyFlat(text, max_chars)) {
-    out.append(text);  // most names and ids: FlattenLine would return them as they are
-  } else {
-    out += FlattenLine(text, max_chars);
-  }
+  AppendFlatLine(out, text, max_chars);
   std::replace(out.begin() + static_cast<std::ptrdiff_t>(at), out.end(), '[', '(');
   std::replace(out.begin() + static_cast<std::ptrdiff_t>(at), out.end(), ']', ')');
   return out.size() > at;
@@ -110,16 +163,6 @@ void AppendHeader(std::string& out, const PromptParts& parts) {
     out.insert(name_at, id);
   }
   out += ")]";
-}
-
-// CleanText(text), appended to `out`; text that is printable ASCII, newlines and tabs (most
-// messages) is only trimmed, which is all CleanText would do to it.
-void AppendCleanText(std::string& out, std::string_view text) {
-  if (std::all_of(text.begin(), text.end(), KeptAsIs)) {
-    out.append(TrimUnicodeSpace(text));
-  } else {
-    out += CleanText(text);
-  }
 }
 
 // "name: text", continuation lines indented so that no line of a message looks like another one.
@@ -212,54 +255,16 @@ std::string_view CutUtf8(std::string_view text, std::size_t max_bytes) {
 }
 
 std::string FlattenLine(std::string_view text, std::size_t max_chars) {
-  if (AlreadyFlat(text, max_chars)) return std::string(text);
-  std::vector<char32_t> chars;
-  bool space = false;
-  // One more than the bound is enough to know the line is too long; the rest is never read.
-  for (std::size_t i = 0; i < text.size() && chars.size() <= max_chars;) {
-    char32_t cp = 0;
-    i += NextRune(text, i, cp);
-    if (IsInvisible(cp)) continue;
-    if (IsControl(cp) || IsUnicodeSpace(cp)) {
-      space = !chars.empty();
-      continue;
-    }
-    if (space) chars.push_back(' ');
-    space = false;
-    chars.push_back(cp);
-  }
-  if (chars.size() > max_chars) {
-    chars.resize(max_chars > 0 ? max_chars - 1 : 0);
-    while (!chars.empty() && chars.back() == ' ') chars.pop_back();
-    if (max_chars > 0) chars.push_back(0x2026);
-  }
   std::string out;
-  for (char32_t c : chars) AppendUtf8(out, c);
+  AppendFlatLine(out, text, max_chars);
   return out;
 }
 
 std::string CleanText(std::string_view text) {
   std::string out;
   out.reserve(text.size());
-  for (std::size_t i = 0; i < text.size();) {
-    std::size_t run = i;
-    while (run < text.size() && KeptAsIs(text[run])) ++run;
-    if (run > i) {
-      out.append(text.substr(i, run - i));
-      i = run;
-      continue;
-    }
-    char32_t cp = 0;
-    const std::size_t n = NextRune(text, i, cp);
-    if (cp == '\r') {
-      out.push_back('\n');
-      i += (i + 1 < text.size() && text[i + 1] == '\n') ? 2 : 1;
-      continue;
-    }
-    i += n;
-    if (cp == '\n' || cp == '\t' || !IsControl(cp)) AppendUtf8(out, cp);
-  }
-  return std::string(TrimUnicodeSpace(out));
+  AppendCleanText(out, text);
+  return out;
 }
 
 std::string FenceFor(std::string_view text) {

@@ -142,8 +142,8 @@ TEST_CASE("Message text keeps its lines and loses control characters", "[envelop
 }
 
 TEST_CASE("A plain ASCII message is the same in the prompt as CleanText makes it", "[envelope]") {
-  // FormatPrompt only trims text of printable ASCII, newlines and tabs; anything else goes through
-  // CleanText. Both must give what CleanText gives.
+  // FormatPrompt cleans the message straight into the prompt: the same text CleanText gives, whether
+  // it is plain ASCII (only trimmed) or not.
   for (const std::string text : {"hello", "  hello \n", "\n\t a\n\tb \t\n", " ", "", "a  b\n\n\nc",
                                  "\xE3\x80\x80 wide space \xE3\x80\x80", "caf\xC3\xA9 ", "\r\nx\r\n"}) {
     CAPTURE(text);
