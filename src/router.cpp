@@ -199,7 +199,7 @@ void Router::Impl::Teardown() {
       if (live && live->timer) live->timer->cancel();
     };
     if (s->running) quiet(s->running->live);
-    for (auto& w : s->queue) quiet(w.receipt);
+    for (auto& w : s->queue) quiet(w->receipt);
   }
   for (auto& [id, q] : questions) {
     if (q->timeout) q->timeout->cancel();
@@ -254,7 +254,7 @@ void Router::HandleMessage(InboundMessage message, std::function<void(Result<Dis
   bool post = false;
   {
     std::lock_guard lock(impl_->intake_mu);
-    impl_->intake.push_back({std::move(message), std::move(done)});
+    impl_->intake.emplace_back(std::move(message), std::move(done));
     post = !impl_->intake_posted;
     impl_->intake_posted = true;
   }

@@ -9,10 +9,11 @@
 
 namespace sessionturn::routing {
 
-inline std::string JoinKey(std::initializer_list<std::string_view> parts) {
+// Into `key`, replacing what it held: a key made again and again (a look-up's) reuses its buffer.
+inline void JoinKeyInto(std::string& key, std::initializer_list<std::string_view> parts) {
   std::size_t size = parts.size() == 0 ? 0 : parts.size() - 1;
   for (std::string_view p : parts) size += p.size();
-  std::string key;
+  key.clear();
   key.reserve(size);
   bool first = true;
   for (std::string_view p : parts) {
@@ -20,6 +21,11 @@ inline std::string JoinKey(std::initializer_list<std::string_view> parts) {
     key.append(p);
     first = false;
   }
+}
+
+inline std::string JoinKey(std::initializer_list<std::string_view> parts) {
+  std::string key;
+  JoinKeyInto(key, parts);
   return key;
 }
 

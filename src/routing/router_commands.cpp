@@ -219,15 +219,16 @@ void Router::Impl::TryCommand(const InboundMessage& m, std::size_t route, const 
             // It was idle when the delete was sent; a message that came for it since is withdrawn, told
             // so in its receipt (and out of the inbox, so a restart does not bring the Session back).
             if (run == r.sessions.end()) return;
-            for (routing::Waiting& w : run->second->queue) {
-              if (auto st = r.store->RemoveInbox(w.inbox_id); !st) r.Log(LogLevel::warning, st.error().ToString());
-              r.SetLive(w.receipt, "Withdrawn: its Session **" + EscapeMarkdown(label) +
+            for (const std::unique_ptr<routing::Waiting>& w : run->second->queue) {
+              if (auto st = r.store->RemoveInbox(w->inbox_id); !st) r.Log(LogLevel::warning, st.error().ToString());
+              r.SetLive(w->receipt, "Withdrawn: its Session **" + EscapeMarkdown(label) +
                                        "** was deleted before its turn started.");
             }
           });
           if (run != r.sessions.end()) {
             r.waiting_total -= run->second->queue.size();
             r.SetRunning(*run->second, nullptr);  // a turn started since fails with its Session, and says so
+            run->second->gone = true;  // a turn or a start still holding it looks the name up
             r.sessions.erase(run);
           }
         }

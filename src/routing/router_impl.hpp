@@ -40,6 +40,9 @@ namespace routing {
 using Strand = asio::strand<asio::io_context::executor_type>;
 using SteadyTime = std::chrono::steady_clock::time_point;
 
+struct ChatPace;
+struct SessionRun;
+
 // A message the router keeps editing (a receipt, a turn's progress): the newest text wins, sent no
 // more often than the chat's edit budget allows. Progress is droppable; the final reply is not and
 // does not go through here (router_delivery.cpp), but waits for an edit in flight to land first.
@@ -60,7 +63,7 @@ struct LiveMessage {
   std::int64_t inbox_id = 0;
   std::unique_ptr<asio::steady_timer> timer;  // the next paced edit, when one is due
   std::vector<std::function<void()>> on_idle;  // run once no post or edit is in flight
-  std::string pace_key;  // Router::Impl::ChatKey(where), made at the first use
+  ChatPace* pace = nullptr;  // its chat's, in Router::Impl::paces (never erased), found at the first use
 };
 
 // One chat's edit budget (DESIGN.md §6: never more than the adapter allows, by default one per second).
@@ -101,8 +104,14 @@ struct TurnSignal {
 // Kept to 1,016 bytes (checked below): make_shared's one block then stays within the sizes glibc's
 // malloc serves from its per-thread cache, and a burst of turn starts does not take its slow path for
 // large blocks (the bools are together, and what few turns use is held apart).
+enum class TurnStage : std::uint8_t { starting, waking, queued, running };
+
 struct TurnRun {
   std::string session;
+  // Its Session's state, held weakly (the Session holds its running turn): looked up by name only
+  // when it is gone (SessionRun::gone) or was never set (a turn re-attached after a restart).
+  std::weak_ptr<SessionRun> run;
+  TurnStage stage = TurnStage::starting;
   bool direct = false;    // sent to the Session's Driver without a WaitReady first (SessionRun::ready_until)
   bool accepted = false;
   bool attached = false;  // re-attached after a restart
@@ -117,7 +126,6 @@ struct TurnRun {
   std::shared_ptr<LiveMessage> live;  // the placeholder: progress, then the reply
   SteadyTime started{};
   std::chrono::milliseconds wake{0};  // waiting for the Session to be ready (waking it)
-  std::string_view stage = "starting";  // one of these literals: starting, waking, queued, running
   std::string tool;                 // the running tool and its short input
   std::string tail;                 // the end of the streamed reply
   std::unique_ptr<Usage> usage;     // the runtime's latest report, if any (a TurnSignal's, moved)
@@ -149,15 +157,20 @@ static_assert(8 * sizeof(TurnSignal) <= 1032, "TurnSignal grew past 129 bytes: e
 #endif
 
 // A Session with state in this process.
-struct SessionRun {
+struct SessionRun : std::enable_shared_from_this<SessionRun> {
   std::string name;
+  // Erased from Router::Impl::sessions (deleted): a turn or a pending start that still holds it looks
+  // the name up instead.
+  bool gone = false;
   std::size_t route = 0;
   bool ensured = false;                 // Ensure ran in this process
   std::shared_ptr<Driver> driver;       // once WaitReady handed a connector; dropped when it failed
   // Until then the next turn goes to `driver` at once, without a WaitReady: its runtime completed a
   // turn moments ago. A turn that then cannot connect waits for the Session and is sent after all.
   SteadyTime ready_until{};
-  std::deque<Waiting> queue;
+  // Each held apart: a message moves through intake, this queue and its turn's start by pointer, not
+  // as its many strings.
+  std::deque<std::unique_ptr<Waiting>> queue;
   std::shared_ptr<TurnRun> running;
   // Its journal as of the end of its last turn here (last event id, journal id): a new turn's stored
   // cursor, from which a re-attach after a restart finds it by its request id. Unset until a turn
@@ -357,7 +370,10 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   // The fields every message needs (HandleMessage refuses it at once without them, Start or not).
   static Status CheckInbound(const InboundMessage& m);
   // One message: its disposition, and the waiting entry to queue once the batch is committed.
-  Result<Disposition> Intake(InboundMessage message, std::optional<routing::Waiting>* accepted);
+  // An accepted message moves out of `message` into `accepted`, with its Session in `run`; any other
+  // outcome leaves `message` as it was.
+  Result<Disposition> Intake(InboundMessage&& message, std::unique_ptr<routing::Waiting>* accepted,
+                             std::shared_ptr<routing::SessionRun>* run);
   Result<std::string> SessionOf(const InboundMessage& message, const ThreadRef& where);
   Result<Disposition> OnEdited(const InboundMessage& message);
   // The author edited or deleted the message of a turn in flight: changed in the runtime while it is
@@ -372,26 +388,27 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
 
   // ---- turns (router_turns.cpp) ----
   // Queues `w` with its receipt; `pump`: start it now if the Session and a slot are free.
-  void Enqueue(routing::SessionRun& s, routing::Waiting w, bool pump = true);
+  void Enqueue(routing::SessionRun& s, std::unique_ptr<routing::Waiting> w, bool pump = true);
   // The Session's next waiting message, counted in flight, when it may start now; otherwise nothing
   // (busy, empty, shutting down, or put in line for admission).
-  std::optional<routing::Waiting> TakeNext(routing::SessionRun& s);
+  std::unique_ptr<routing::Waiting> TakeNext(routing::SessionRun& s);
   void Pump(routing::SessionRun& s);
   void Admit();
   bool IntakeWaiting();  // messages handed over and not taken yet (a DrainIntake is on its way)
-  // Starts what the named Sessions have waiting, a slice of them per strand job from `from` on.
-  void StartQueued(std::shared_ptr<const std::vector<std::string>> names, std::size_t from = 0);
+  // Starts what these Sessions have waiting, a slice of them per strand job from `from` on.
+  using SessionRuns = std::vector<std::shared_ptr<routing::SessionRun>>;
+  void StartQueued(std::shared_ptr<const SessionRuns> runs, std::size_t from = 0);
   // StartQueued in a job of its own, behind what is queued; starts_posted counts those not run yet,
   // so that a later burst's starts go behind them (slots are taken in the order messages came).
-  void PostStartQueued(std::shared_ptr<const std::vector<std::string>> names, std::size_t from);
+  void PostStartQueued(std::shared_ptr<const SessionRuns> runs, std::size_t from);
   int starts_posted = 0;
   std::string NewRequestId();
   // The turn's start in the store (not committed: the caller's Durably commits it).
   Status RecordTurn(const routing::SessionRun& s, const routing::Waiting& w, const std::string& request_id);
-  void StartTurn(routing::SessionRun& s, routing::Waiting&& w);
+  void StartTurn(routing::SessionRun& s, std::unique_ptr<routing::Waiting> w);
   // Runs a recorded turn; one that could not be recorded is reported in its placeholder instead.
   // `w` is taken apart (a Waiting is a message and more: moved once, into the turn).
-  void LaunchTurn(routing::SessionRun& s, routing::Waiting&& w, std::string request_id, Status record);
+  void LaunchTurn(routing::SessionRun& s, std::unique_ptr<routing::Waiting> w, std::string request_id, Status record);
   void ReadyThenRun(const std::shared_ptr<routing::TurnRun>& turn, std::function<void(Driver&)> run);
   void Submit(const std::shared_ptr<routing::TurnRun>& turn, Driver& driver);
   std::string PromptOf(const InboundMessage& message, const std::vector<ThreadHistoryMessage>& context) const;
@@ -414,6 +431,8 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   routing::ChatPace& PaceOf(routing::LiveMessage& live);
   void OnResult(const std::shared_ptr<routing::TurnRun>& turn, Result<TurnResult> result);
   // The Session's next turn waits for it (WaitReady) again; `drop_driver`: with a new connector.
+  // A turn's Session state: its own while `sessions` holds it, else found by name (or none).
+  routing::SessionRun* RunOf(const routing::TurnRun& turn);
   void ForgetReady(const std::string& session, bool drop_driver);
   void EndTurn(const std::shared_ptr<routing::TurnRun>& turn, std::string reply_markdown);
   // The turn's end and its reply in the outbox, committed with the pass; then delivered (SendStored),

@@ -14,6 +14,7 @@ namespace sessionturn {
 using routing::DedupeKey;
 using routing::DedupeKind;
 using routing::JoinKey;
+using routing::TurnStage;
 
 namespace {
 
@@ -97,13 +98,16 @@ void Router::Impl::DrainIntake() {
     }
   }
   std::vector<Result<Disposition>> results;
-  std::vector<std::optional<routing::Waiting>> accepted(batch.size());
+  std::vector<std::unique_ptr<routing::Waiting>> accepted(batch.size());
+  // Each accepted message's Session, as Intake found it: not looked up by name again. A command later
+  // in the burst may have deleted it (SessionRun::gone).
+  std::vector<std::shared_ptr<routing::SessionRun>> runs(batch.size());
   results.reserve(batch.size());
-  for (std::size_t i = 0; i < batch.size(); ++i) results.push_back(Intake(std::move(batch[i].message), &accepted[i]));
-  for (auto& w : accepted) {
-    if (!w) continue;
-    auto it = sessions.find(w->session);
-    if (it != sessions.end() && it->second->accepting > 0) --it->second->accepting;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    results.push_back(Intake(std::move(batch[i].message), &accepted[i], &runs[i]));
+  }
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    if (accepted[i] && !runs[i]->gone && runs[i]->accepting > 0) --runs[i]->accepting;
   }
   if (batched) {
     // The placeholders wait for this commit; a checkpoint due now waits for the next one.
@@ -124,13 +128,11 @@ void Router::Impl::DrainIntake() {
   // never holds up the next message's placeholder. When more messages wait by then (a burst handed
   // over while this part of it was taken in), the turns start behind their intake: once (their
   // DrainIntake is queued already), so a steady stream of messages cannot hold them back.
-  auto touched = std::make_shared<std::vector<std::string>>();
-  for (auto& w : accepted) {
-    if (!w) continue;
-    auto it = sessions.find(w->session);
-    if (it == sessions.end()) continue;
-    touched->push_back(w->session);
-    Enqueue(*it->second, std::move(*w), /*pump=*/false);
+  auto touched = std::make_shared<std::vector<std::shared_ptr<routing::SessionRun>>>();
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    if (!accepted[i] || runs[i]->gone) continue;
+    Enqueue(*runs[i], std::move(accepted[i]), /*pump=*/false);
+    touched->push_back(std::move(runs[i]));
   }
   if (!touched->empty()) {
     // Behind turn starts posted before (a deferred burst's, or the rest of a big one): slots are
@@ -157,7 +159,8 @@ Status Router::Impl::CheckInbound(const InboundMessage& m) {
   return {};
 }
 
-Result<Disposition> Router::Impl::Intake(InboundMessage m, std::optional<routing::Waiting>* accepted) {
+Result<Disposition> Router::Impl::Intake(InboundMessage&& m, std::unique_ptr<routing::Waiting>* accepted,
+                                         std::shared_ptr<routing::SessionRun>* run) {
   if (shutting_down) {
     return Fail(Errc::unavailable, "the router is shutting down; the platform should deliver the message again");
   }
@@ -213,17 +216,18 @@ Result<Disposition> Router::Impl::Intake(InboundMessage m, std::optional<routing
          s.name, m.message_id);
     return Disposition::refused;
   }
-  routing::Waiting w;
-  w.where = std::move(where);
-  auto id = store->AcceptMessage(w.where, s.name, m, Present(keys), std::chrono::system_clock::now());
+  auto w = std::make_unique<routing::Waiting>();
+  w->where = std::move(where);
+  auto id = store->AcceptMessage(w->where, s.name, m, Present(keys), std::chrono::system_clock::now());
   if (!id) return Fail(id.error());
   if (!*id) return Disposition::duplicate;
   ++s.accepting;  // counts against the queue bound until the batch is queued
-  w.inbox_id = **id;
-  w.session = s.name;
-  w.route = route;
-  w.message = std::move(m);
+  w->inbox_id = **id;
+  w->session = s.name;
+  w->route = route;
+  w->message = std::move(m);
   *accepted = std::move(w);
+  *run = s.shared_from_this();
   return Disposition::accepted;
 }
 
@@ -235,9 +239,9 @@ Result<std::string> Router::Impl::SessionOf(const InboundMessage& m, const Threa
     if (*bot) return std::move((*bot)->session);
   }
   if (!where.thread.empty()) {
-    auto bound = store->FindBinding(where);
+    auto bound = store->BoundSession(where);
     if (!bound) return Fail(bound.error());
-    if (*bound) return std::move((*bound)->session);
+    if (*bound) return std::move(**bound);
     std::string name = SessionName(options.session_prefix, where.platform, options.owner_uid, where.chat, where.thread);
     routing::Binding b{where, name, std::chrono::system_clock::now(), false};
     if (auto st = store->BindThread(b); !st) return Fail(st.error());
@@ -262,17 +266,18 @@ Result<Disposition> Router::Impl::OnEdited(const InboundMessage& m) {
   const bool deleted = m.kind == MessageKind::deleted;
   for (auto& [name, s] : sessions) {
     for (auto it = s->queue.begin(); it != s->queue.end(); ++it) {
-      if (it->message.chat != m.chat || it->message.message_id != m.message_id) continue;
+      routing::Waiting& w = **it;
+      if (w.message.chat != m.chat || w.message.message_id != m.message_id) continue;
       if (deleted) {
-        if (auto st = store->RemoveInbox(it->inbox_id); !st) return Fail(st.error());
-        SetLive(it->receipt, "Withdrawn: the message was deleted before its turn started.");
+        if (auto st = store->RemoveInbox(w.inbox_id); !st) return Fail(st.error());
+        SetLive(w.receipt, "Withdrawn: the message was deleted before its turn started.");
         s->queue.erase(it);
         --waiting_total;
         UpdateReceipts(*s);
       } else {
-        if (auto st = store->UpdateInboxText(it->inbox_id, m.text); !st) return Fail(st.error());
-        it->message.text = m.text;
-        it->message.attachments_text = m.attachments_text;
+        if (auto st = store->UpdateInboxText(w.inbox_id, m.text); !st) return Fail(st.error());
+        w.message.text = m.text;
+        w.message.attachments_text = m.attachments_text;
         UpdateReceipts(*s);
       }
       return Disposition::accepted;
@@ -293,14 +298,14 @@ void Router::Impl::ChangeRunning(const std::shared_ptr<routing::TurnRun>& turn, 
                  : "The message was edited, but its turn had already started: the running turn was not changed.",
          turn->session, id);
   };
-  if (!turn->attached && (turn->stage == "starting" || turn->stage == "waking")) {
+  if (!turn->attached && (turn->stage == TurnStage::starting || turn->stage == TurnStage::waking)) {
     // Still on its way to the runtime (its user.message not seen yet): changed once it is there.
     turn->pending_change = std::make_unique<InboundMessage>(m);
     return;
   }
   auto it = sessions.find(turn->session);
   // Queued in the runtime (accepted, behind another client's turn): the runtime can still change it.
-  if (turn->stage != "queued" || turn->ref.turn_id.empty() || turn->ref.revision <= 0 || it == sessions.end() ||
+  if (turn->stage != TurnStage::queued || turn->ref.turn_id.empty() || turn->ref.revision <= 0 || it == sessions.end() ||
       !it->second->driver) {
     return started();
   }

@@ -69,8 +69,8 @@ std::shared_ptr<LiveMessage> Router::Impl::PostLive(const ThreadRef& where, std:
 }
 
 routing::ChatPace& Router::Impl::PaceOf(LiveMessage& live) {
-  if (live.pace_key.empty()) live.pace_key = ChatKey(live.where);
-  return paces[live.pace_key];
+  if (live.pace == nullptr) live.pace = &paces[ChatKey(live.where)];
+  return *live.pace;
 }
 
 void Router::Impl::SetLive(const std::shared_ptr<LiveMessage>& live, std::string markdown) {

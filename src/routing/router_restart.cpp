@@ -45,6 +45,7 @@ void Router::Impl::Resume() {
     routing::SessionRun& s = SessionFor(rec.session, route);
     auto turn = std::make_shared<TurnRun>();
     turn->session = rec.session;
+    turn->run = s.weak_from_this();
     turn->request_id = rec.request_id;
     turn->inbox_id = rec.inbox_id;
     turn->where = rec.thread;
@@ -81,20 +82,20 @@ void Router::Impl::Resume() {
       if (auto st = store->RemoveInbox(entry.id); !st) Log(LogLevel::warning, st.error().ToString());
       continue;
     }
-    routing::Waiting w;
-    w.inbox_id = entry.id;
-    w.where = entry.thread;
-    w.message = std::move(entry.message);
-    if (entry.edited_text) w.message.text = *entry.edited_text;
-    w.route = RouteIndexOf(matcher, w.message);
+    auto w = std::make_unique<routing::Waiting>();
+    w->inbox_id = entry.id;
+    w->where = entry.thread;
+    w->message = std::move(entry.message);
+    if (entry.edited_text) w->message.text = *entry.edited_text;
+    w->route = RouteIndexOf(matcher, w->message);
     if (!entry.receipt_id.empty()) {
       // Its receipt is in the thread already: edited from here on, not posted again.
-      w.receipt = std::make_shared<routing::LiveMessage>();
-      w.receipt->where = w.where;
-      w.receipt->message_id = entry.receipt_id;
-      w.receipt->inbox_id = entry.id;
+      w->receipt = std::make_shared<routing::LiveMessage>();
+      w->receipt->where = w->where;
+      w->receipt->message_id = entry.receipt_id;
+      w->receipt->inbox_id = entry.id;
     }
-    Enqueue(SessionFor(entry.session, w.route), std::move(w));
+    Enqueue(SessionFor(entry.session, w->route), std::move(w));
   }
   PublishGauges();
 }
@@ -110,8 +111,8 @@ void Router::Impl::BeginShutdown(std::function<void()> done) {
       threads[ChatKey(w) + '\x1f' + w.thread] = {w, true};
     }
     for (const auto& w : s->queue) {
-      auto& slot = threads[ChatKey(w.where) + '\x1f' + w.where.thread];
-      if (slot.first.chat.empty()) slot = {w.where, false};
+      auto& slot = threads[ChatKey(w->where) + '\x1f' + w->where.thread];
+      if (slot.first.chat.empty()) slot = {w->where, false};
     }
   }
   struct Notices {

@@ -14,6 +14,7 @@ namespace sessionturn {
 using routing::SessionRun;
 using routing::TurnRun;
 using routing::TurnSignal;
+using routing::TurnStage;
 using routing::Waiting;
 
 namespace {
@@ -97,16 +98,16 @@ void Router::Impl::SetRunning(SessionRun& s, std::shared_ptr<TurnRun> turn) {
   s.running = std::move(turn);
 }
 
-void Router::Impl::Enqueue(SessionRun& s, Waiting w, bool pump) {
+void Router::Impl::Enqueue(SessionRun& s, std::unique_ptr<Waiting> w, bool pump) {
   // Its place in line: behind the running turn, or behind the first of an idle Session's messages,
   // which is about to start.
   const std::size_t ahead = s.queue.size() + ((s.running || s.starting) ? 1 : 0);
   const std::string text = ahead == 0 && in_flight < options.max_in_flight
                                ? "\u23F3 Working on it\u2026"
                                : "\u23F3 Queued \u2014 position " + std::to_string(std::max<std::size_t>(ahead, 1));
-  if (!w.receipt) {
-    w.receipt = PostLive(w.where, text, s.name, w.message.message_id);
-    w.receipt->inbox_id = w.inbox_id;
+  if (!w->receipt) {
+    w->receipt = PostLive(w->where, text, s.name, w->message.message_id);
+    w->receipt->inbox_id = w->inbox_id;
   }
   s.queue.push_back(std::move(w));
   ++waiting_total;
@@ -116,17 +117,17 @@ void Router::Impl::Enqueue(SessionRun& s, Waiting w, bool pump) {
   PublishGauges();
 }
 
-std::optional<Waiting> Router::Impl::TakeNext(SessionRun& s) {
-  if (s.running || s.starting || s.queue.empty() || shutting_down) return std::nullopt;
+std::unique_ptr<Waiting> Router::Impl::TakeNext(SessionRun& s) {
+  if (s.running || s.starting || s.queue.empty() || shutting_down) return nullptr;
   if (in_flight >= options.max_in_flight) {
     if (!s.in_admission) {
       s.in_admission = true;
       admission.push_back(s.name);
     }
     UpdateReceipts(s);
-    return std::nullopt;
+    return nullptr;
   }
-  Waiting w = std::move(s.queue.front());
+  std::unique_ptr<Waiting> w = std::move(s.queue.front());
   s.queue.pop_front();
   --waiting_total;
   ++in_flight;
@@ -135,38 +136,38 @@ std::optional<Waiting> Router::Impl::TakeNext(SessionRun& s) {
 }
 
 void Router::Impl::Pump(SessionRun& s) {
-  if (auto w = TakeNext(s)) StartTurn(s, std::move(*w));
+  if (auto w = TakeNext(s)) StartTurn(s, std::move(w));
 }
 
-void Router::Impl::StartQueued(std::shared_ptr<const std::vector<std::string>> names, std::size_t from) {
+void Router::Impl::StartQueued(std::shared_ptr<const SessionRuns> runs, std::size_t from) {
   // A slice of Sessions per strand job: a burst's turn starts (a store write, Ensure, WaitReady each)
   // never keep the next burst's intake, and so its placeholders, waiting for more than one slice.
   constexpr std::size_t kSlice = 32;
   struct Start {
-    Start(std::shared_ptr<SessionRun> s, Waiting&& w, std::string id)
+    Start(std::shared_ptr<SessionRun> s, std::unique_ptr<Waiting> w, std::string id)
         : session(std::move(s)), waiting(std::move(w)), request_id(std::move(id)) {}
     std::shared_ptr<SessionRun> session;
-    Waiting waiting;
+    std::unique_ptr<Waiting> waiting;
     std::string request_id;
     Status record = Fail(Errc::internal, "the turn was not recorded");
   };
   std::vector<Start> starts;
-  starts.reserve(kSlice);  // no copies of the waiting messages as it grows
+  starts.reserve(kSlice);
   std::size_t next = from;
-  for (; next < names->size() && starts.size() < kSlice; ++next) {
-    auto it = sessions.find((*names)[next]);
-    if (it == sessions.end()) continue;
-    auto w = TakeNext(*it->second);
+  for (; next < runs->size() && starts.size() < kSlice; ++next) {
+    const std::shared_ptr<SessionRun>& run = (*runs)[next];
+    if (run->gone) continue;  // deleted since its message was queued
+    auto w = TakeNext(*run);
     if (!w) {
-      UpdateReceipts(*it->second);
+      UpdateReceipts(*run);
       continue;
     }
-    starts.emplace_back(it->second, std::move(*w), NewRequestId());
+    starts.emplace_back(run, std::move(w), NewRequestId());
   }
   // The slice's turn starts are one commit, made before any of their prompts can go out.
   if (!starts.empty()) {
     Status committed = Durably("starting turns", [&] {
-      for (Start& st : starts) st.record = RecordTurn(*st.session, st.waiting, st.request_id);
+      for (Start& st : starts) st.record = RecordTurn(*st.session, *st.waiting, st.request_id);
     });
     for (Start& st : starts) {
       if (!committed && st.record) st.record = Fail(committed.error());
@@ -174,15 +175,15 @@ void Router::Impl::StartQueued(std::shared_ptr<const std::vector<std::string>> n
       UpdateReceipts(*st.session);
     }
   }
-  if (next < names->size()) PostStartQueued(std::move(names), next);
+  if (next < runs->size()) PostStartQueued(std::move(runs), next);
   PublishGauges();
 }
 
-void Router::Impl::PostStartQueued(std::shared_ptr<const std::vector<std::string>> names, std::size_t from) {
+void Router::Impl::PostStartQueued(std::shared_ptr<const SessionRuns> runs, std::size_t from) {
   ++starts_posted;
-  Run([names = std::move(names), from](Impl& r) {
+  Run([runs = std::move(runs), from](Impl& r) {
     --r.starts_posted;
-    r.StartQueued(names, from);
+    r.StartQueued(runs, from);
   });
 }
 
@@ -199,11 +200,11 @@ void Router::Impl::Admit() {
 
 void Router::Impl::UpdateReceipts(SessionRun& s) {
   std::size_t position = 0;
-  for (Waiting& w : s.queue) {
+  for (const std::unique_ptr<Waiting>& w : s.queue) {
     ++position;
     std::string text = "\u23F3 Queued \u2014 position " + std::to_string(position);
     if (position == 1 && !s.running && s.in_admission) text += " (waiting for a free slot: many conversations are busy)";
-    SetLive(w.receipt, text);
+    SetLive(w->receipt, text);
   }
 }
 
@@ -226,22 +227,22 @@ Status Router::Impl::RecordTurn(const SessionRun& s, const Waiting& w, const std
                             w.receipt ? w.receipt->message_id : std::string(), s.journal);
 }
 
-void Router::Impl::StartTurn(SessionRun& s, Waiting&& w) {
+void Router::Impl::StartTurn(SessionRun& s, std::unique_ptr<Waiting> w) {
   std::string id = NewRequestId();
   // Durable before the prompt goes out: a restart then attaches to the turn instead of sending the
   // message a second time.
   Status record = Fail(Errc::internal, "the turn was not recorded");
-  if (Status committed = Durably("starting a turn", [&] { record = RecordTurn(s, w, id); }); !committed && record) {
+  if (Status committed = Durably("starting a turn", [&] { record = RecordTurn(s, *w, id); }); !committed && record) {
     record = Fail(committed.error());
   }
   LaunchTurn(s, std::move(w), std::move(id), std::move(record));
 }
 
-void Router::Impl::LaunchTurn(SessionRun& s, Waiting&& w, std::string id, Status record) {
+void Router::Impl::LaunchTurn(SessionRun& s, std::unique_ptr<Waiting> w, std::string id, Status record) {
   s.starting = false;
   if (!record) {
-    Log(LogLevel::warning, "message " + w.message.message_id + " could not start: " + record.error().ToString());
-    SetLive(w.receipt, "\u26A0\uFE0F This message could not be sent to the agent: " +
+    Log(LogLevel::warning, "message " + w->message.message_id + " could not start: " + record.error().ToString());
+    SetLive(w->receipt, "\u26A0\uFE0F This message could not be sent to the agent: " +
                            EscapeMarkdown(record.error().message));
     --in_flight;
     Pump(s);
@@ -250,12 +251,13 @@ void Router::Impl::LaunchTurn(SessionRun& s, Waiting&& w, std::string id, Status
   }
   auto turn = std::make_shared<TurnRun>();
   turn->session = s.name;
+  turn->run = s.weak_from_this();
   turn->request_id = std::move(id);
-  turn->inbox_id = w.inbox_id;
-  turn->where = std::move(w.where);
-  turn->message = std::move(w.message);
-  turn->route = w.route;
-  turn->live = std::move(w.receipt);
+  turn->inbox_id = w->inbox_id;
+  turn->where = std::move(w->where);
+  turn->message = std::move(w->message);
+  turn->route = w->route;
+  turn->live = std::move(w->receipt);
   turn->started = std::chrono::steady_clock::now();
   SetRunning(s, turn);
   UpdateReceipts(s);
@@ -292,9 +294,9 @@ void Router::Impl::LaunchTurn(SessionRun& s, Waiting&& w, std::string id, Status
 }
 
 void Router::Impl::ReadyThenRun(const std::shared_ptr<TurnRun>& turn, std::function<void(Driver&)> run) {
-  auto it = sessions.find(turn->session);
-  if (it == sessions.end()) return OnResult(turn, Fail(Errc::internal, "the Session's state is gone"));
-  SessionRun& s = *it->second;
+  SessionRun* const session = RunOf(*turn);
+  if (session == nullptr) return OnResult(turn, Fail(Errc::internal, "the Session's state is gone"));
+  SessionRun& s = *session;
   // A turn waits for its Session: it may have been idle-suspended since the last one (and is woken
   // now, the thread told so), suspended by its owner, or gone. A ready one answers at once. Right
   // after a turn completed on it the look is skipped (ready_until; Submit falls back to it).
@@ -311,7 +313,7 @@ void Router::Impl::ReadyThenRun(const std::shared_ptr<TurnRun>& turn, std::funct
       std::string now(stage);
       self->Run([turn, now](Impl& r) {
         if (turn->done || turn->accepted) return;
-        turn->stage = now == "resuming" ? "waking" : now == "ready" ? turn->stage : "starting";
+        turn->stage = now == "resuming" ? TurnStage::waking : now == "ready" ? turn->stage : TurnStage::starting;
         r.ShowProgress(turn);
       });
     };
@@ -418,6 +420,12 @@ void Router::Impl::Submit(const std::shared_ptr<TurnRun>& turn, Driver& driver) 
                          }));
 }
 
+SessionRun* Router::Impl::RunOf(const TurnRun& turn) {
+  if (auto run = turn.run.lock(); run && !run->gone) return run.get();  // `sessions` holds it
+  auto it = sessions.find(turn.session);
+  return it == sessions.end() ? nullptr : it->second.get();
+}
+
 void Router::Impl::ForgetReady(const std::string& session, bool drop_driver) {
   auto it = sessions.find(session);
   if (it == sessions.end()) return;
@@ -433,8 +441,7 @@ void Router::Impl::Attach(const std::shared_ptr<TurnRun>& turn, Driver& driver) 
                              // submit it now, under the same request id.
                              r.Log(LogLevel::info, "turn " + turn->request_id + " was not in the Session " +
                                                        turn->session + ": submitting it again");
-                             auto it = r.sessions.find(turn->session);
-                             if (it != r.sessions.end() && it->second->driver) return r.Submit(turn, *it->second->driver);
+                             if (SessionRun* s = r.RunOf(*turn); s != nullptr && s->driver) return r.Submit(turn, *s->driver);
                            }
                            r.OnResult(turn, std::move(result));
                          }));
@@ -495,9 +502,9 @@ void Router::Impl::OnSignals(const std::shared_ptr<TurnRun>& turn) {
 bool Router::Impl::OnEvent(const std::shared_ptr<TurnRun>& turn, TurnSignal& e) {
   if (turn->done) return false;
   switch (e.kind) {
-    case TurnSignal::Kind::started: turn->stage = "running"; break;
+    case TurnSignal::Kind::started: turn->stage = TurnStage::running; break;
     case TurnSignal::Kind::ours_queued:
-      turn->stage = "queued";  // accepted; waiting behind another client's turn until turn.started
+      turn->stage = TurnStage::queued;  // accepted; waiting behind another client's turn until turn.started
       // The turn's id and revision, for an edit or removal that comes before on_accepted lands.
       if (turn->ref.turn_id.empty()) {
         turn->ref.turn_id = e.turn_id;
@@ -535,9 +542,9 @@ bool Router::Impl::OnEvent(const std::shared_ptr<TurnRun>& turn, TurnSignal& e) 
 
 std::string Router::Impl::ProgressText(const TurnRun& turn) const {
   const std::string elapsed = Seconds(std::chrono::steady_clock::now() - turn.started);
-  if (turn.stage == "waking") return "\u23F3 Waking the Session\u2026 (" + elapsed + ")";
-  if (turn.stage == "starting") return "\u23F3 Starting\u2026 (" + elapsed + ")";
-  if (turn.stage == "queued") return "\u23F3 Queued in the Session behind another turn (" + elapsed + ")";
+  if (turn.stage == TurnStage::waking) return "\u23F3 Waking the Session\u2026 (" + elapsed + ")";
+  if (turn.stage == TurnStage::starting) return "\u23F3 Starting\u2026 (" + elapsed + ")";
+  if (turn.stage == TurnStage::queued) return "\u23F3 Queued in the Session behind another turn (" + elapsed + ")";
   std::string text = "\u2699\uFE0F Working\u2026 " + elapsed;
   if (!turn.tool.empty()) text += " \u00B7 running " + EscapeMarkdown(turn.tool);
   if (!turn.open_question.empty()) text += " \u00B7 waiting for an answer to its question";
@@ -616,11 +623,11 @@ void Router::Impl::OnResult(const std::shared_ptr<TurnRun>& turn, Result<TurnRes
   if (turn->done) return;
   turn->done = true;
   StopTicking(*turn);
-  auto it = sessions.find(turn->session);
+  SessionRun* const run = RunOf(*turn);
   if (!result && shutting_down && result.error().code == Errc::cancelled) {
     // Detached by the shutdown: the turn goes on in its Session and the next start re-attaches to it
     // (its record stays in the store).
-    if (it != sessions.end() && it->second->running == turn) SetRunning(*it->second, nullptr);
+    if (run && run->running == turn) SetRunning(*run, nullptr);
     --in_flight;
     return;
   }
@@ -633,23 +640,23 @@ void Router::Impl::OnResult(const std::shared_ptr<TurnRun>& turn, Result<TurnRes
     outcome.wake = turn->wake;
     options.on_turn_finished(outcome);
   }
-  if (it != sessions.end() && result && !result->journal_id.empty()) {
-    it->second->journal = {result->last_event_id, result->journal_id, {}, 0};
+  if (run && result && !result->journal_id.empty()) {
+    run->journal = {result->last_event_id, result->journal_id, {}, 0};
   }
-  if (it != sessions.end() && result && it->second->driver) {
+  if (run && result && run->driver) {
     // Its runtime just served a turn: the next one within kReadyReuse (and well inside the backend's
     // idle window) skips the WaitReady.
-    it->second->ready_until = std::chrono::steady_clock::now() + std::min<std::chrono::steady_clock::duration>(
+    run->ready_until = std::chrono::steady_clock::now() + std::min<std::chrono::steady_clock::duration>(
                                                                      kReadyReuse, backend.IdleGrace() / 2);
   }
   std::string reply;
   if (!result) {
     const Errc code = result.error().code;
-    if (it != sessions.end() && (code == Errc::connection_failed || code == Errc::connection_lost ||
+    if (run && (code == Errc::connection_failed || code == Errc::connection_lost ||
                                  code == Errc::unavailable || code == Errc::not_found)) {
-      it->second->driver.reset();  // the next turn waits for the Session again
-      it->second->ready_until = {};
-      it->second->ensured = it->second->ensured && code != Errc::not_found;
+      run->driver.reset();  // the next turn waits for the Session again
+      run->ready_until = {};
+      run->ensured = run->ensured && code != Errc::not_found;
     }
     reply = "\u26A0\uFE0F " + EscapeMarkdown(DescribeFailure(result.error()));
   } else {
@@ -704,10 +711,10 @@ void Router::Impl::EndTurn(const std::shared_ptr<TurnRun>& turn, std::string rep
     finish(*this, std::move(entry));
   }
   Bump(&RouterStats::turns_completed);
-  auto it = sessions.find(turn->session);
-  if (it != sessions.end() && it->second->running == turn) SetRunning(*it->second, nullptr);
+  SessionRun* const run = RunOf(*turn);
+  if (run && run->running == turn) SetRunning(*run, nullptr);
   --in_flight;
-  if (it != sessions.end()) Pump(*it->second);
+  if (run) Pump(*run);
   Admit();
   PublishGauges();
 }

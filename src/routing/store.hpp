@@ -189,6 +189,8 @@ class RouterStore {
   // Bindings. BindThread replaces the thread's binding when it has one.
   Status BindThread(const Binding& binding);
   Result<std::optional<Binding>> FindBinding(const ThreadRef& thread);
+  // The bound Session's name alone: what routing a message needs, without a copy of the binding.
+  Result<std::optional<std::string>> BoundSession(const ThreadRef& thread);
   Status SetContextSent(const ThreadRef& thread);  // Errc::not_found when the thread is not bound
   // Forgets a Session everywhere a chat could reach it: its thread bindings, the chats managing it
   // (and being their current Session), the bot messages it posted. The inbox, turns, outbox and
@@ -381,6 +383,7 @@ class RouterStore {
   BotRows bots_;
   bool evict_bots_at_commit_ = false;        // the open batch took the bot-message index past its bound
   RouteCache routes_;
+  std::string route_key_;  // BoundSession's look-up key, its buffer reused
   DedupeMirror dedupe_;
   TurnRows turn_rows_;
   struct IdBlock {

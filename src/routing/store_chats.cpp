@@ -80,6 +80,18 @@ Result<std::optional<Binding>> RouterStore::FindBinding(const ThreadRef& thread)
   return std::optional<Binding>(std::move(found));
 }
 
+Result<std::optional<std::string>> RouterStore::BoundSession(const ThreadRef& thread) {
+  RouteCache& cache = Routes();
+  JoinKeyInto(route_key_, {thread.platform, thread.workspace, thread.chat, thread.thread});  // KeyOf(thread)
+  if (auto hit = cache.bindings.find(route_key_); hit != cache.bindings.end()) {
+    return std::optional<std::string>(hit->second.session);
+  }
+  auto found = FindBinding(thread);  // read, and cached
+  if (!found) return Fail(found.error());
+  if (!*found) return std::optional<std::string>();
+  return std::optional<std::string>(std::move((*found)->session));
+}
+
 Status RouterStore::SetContextSent(const ThreadRef& thread) {
   auto q = db_->Query("SetContextSent", R"sql(
     UPDATE bindings SET context_sent = 1

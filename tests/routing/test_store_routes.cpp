@@ -35,6 +35,34 @@ TEST_CASE("store: a thread binding is found, replaced and marked context-sent", 
   CHECK_THAT(missing.error().message, Catch::Contains("C123 thread other is not bound"));
 }
 
+TEST_CASE("store: BoundSession names the bound Session, from memory or from the file, and never another thread's",
+          "[routing][store]") {
+  Fixture f;
+  auto& s = *f.store;
+  CHECK_FALSE(s.BoundSession(Thread())->has_value());
+  REQUIRE(s.BindThread(Binding{Thread(), "bot-slack-aaaa", At(1000), false}));
+  REQUIRE(s.BindThread(Binding{Thread("1790000000.000200"), "bot-slack-bbbb", At(1000), false}));
+  CHECK(**s.BoundSession(Thread()) == "bot-slack-aaaa");
+  CHECK(**s.BoundSession(Thread("1790000000.000200")) == "bot-slack-bbbb");  // its reused key made again
+  CHECK(**s.BoundSession(Thread()) == "bot-slack-aaaa");
+  CHECK_FALSE(s.BoundSession(ThreadRef{"slack", "T2", "C123", "1790000000.000100"})->has_value());
+  CHECK_FALSE(s.BoundSession(Thread(""))->has_value());
+
+  // A rolled-back binding is not named; the file's is.
+  REQUIRE(s.BeginBatch("test batch"));
+  REQUIRE(s.BindThread(Binding{Thread(), "undone", At(2000), false}));
+  CHECK(**s.BoundSession(Thread()) == "undone");
+  s.AbortBatch();
+  CHECK(**s.BoundSession(Thread()) == "bot-slack-aaaa");
+
+  // A reopened store has nothing in memory: it reads the binding from the file, and then knows it.
+  f.store.reset();
+  auto again = OpenStore(f.path);
+  CHECK(**again->BoundSession(Thread("1790000000.000200")) == "bot-slack-bbbb");
+  CHECK(**again->BoundSession(Thread("1790000000.000200")) == "bot-slack-bbbb");
+  CHECK_FALSE(again->BoundSession(Thread("1790000000.000300"))->has_value());
+}
+
 TEST_CASE("store: bindings and current Sessions read from memory are the file's, also after a rollback",
           "[routing][store]") {
   Fixture f;
