@@ -65,7 +65,7 @@ void Router::Impl::EditReplyIn(const std::shared_ptr<TurnRun>& turn, OutboxEntry
   auto e = std::make_shared<OutboxEntry>(std::move(entry));
   OutboundMessage out{e->parts.front(), {}, {}};
   adapter.AsyncEdit(
-      e->thread, e->placeholder_id, std::move(out), OnStrand<Status>([turn, e](Impl& r, Status st) {
+      e->thread, e->placeholder_id, std::move(out), OnStrand<Status>([turn = turn, e](Impl& r, Status st) {
         if (!st) {
           r.Log(LogLevel::info, "editing the reply into the placeholder failed: " + st.error().ToString());
           // A rate limit is a wait, not a failed attempt.

@@ -278,6 +278,9 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   // Wraps a completion handler so it runs on the strand, holding the router. A completion comes once:
   // the handler moves to the strand (no copy of what it captured), and a second call (an adapter's
   // or a backend's bug) is logged and runs nothing.
+  // A handler is moved several times on its way (into the std::function, the strand's job): capture a
+  // const reference parameter with an init-capture (`[turn = turn]`), since a plain `[turn]` makes a
+  // const member, which each of those moves copies (a shared_ptr's atomic count, a string's bytes).
   template <typename... Args, typename Fn>
   std::function<void(Args...)> OnStrand(Fn&& fn) {
     return [self = shared_from_this(), fn = std::forward<Fn>(fn), once = Once()](Args... args) mutable {

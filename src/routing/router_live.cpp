@@ -34,7 +34,7 @@ std::shared_ptr<LiveMessage> Router::Impl::PostLive(const ThreadRef& where, std:
   live->posting = true;
   OutboundMessage post{Render(markdown), {}, reply_to};
   adapter.AsyncPost(where, std::move(post),
-                    OnStrand<Result<std::string>>([live, markdown = std::move(markdown), session](
+                    OnStrand<Result<std::string>>([live, markdown = std::move(markdown), session = session](
                                                       Impl& r, Result<std::string> id) mutable {
                       live->posting = false;
                       if (!id) {
@@ -104,7 +104,7 @@ void Router::Impl::PaceLive(const std::shared_ptr<LiveMessage>& live) {
   const auto at = PaceOf(*live).next_edit;
   if (at <= now) return SendLive(live);
   live->timer = std::make_unique<asio::steady_timer>(context.io(), at);
-  live->timer->async_wait(asio::bind_executor(strand, [self = shared_from_this(), live](const asio::error_code& ec) {
+  live->timer->async_wait(asio::bind_executor(strand, [self = shared_from_this(), live = live](const asio::error_code& ec) {
     if (self->torn_down) return;
     live->timer.reset();
     if (ec) return;
@@ -121,9 +121,9 @@ void Router::Impl::SendLive(const std::shared_ptr<LiveMessage>& live) {
   if (live->wanted == live->shown) return RunIdle(*live);
   pace.next_edit = now + EditSpacing();
   live->editing = true;
-  const std::string markdown = live->wanted;
+  std::string markdown = live->wanted;  // not const: its capture below is then moved with the handler
   adapter.AsyncEdit(live->where, live->message_id, OutboundMessage{Render(markdown), {}, {}},
-                    OnStrand<Status>([live, markdown](Impl& r, Status st) {
+                    OnStrand<Status>([live = live, markdown](Impl& r, Status st) {
                       live->editing = false;
                       if (st) {
                         live->shown = markdown;

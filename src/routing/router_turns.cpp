@@ -361,14 +361,14 @@ TurnOptions Router::Impl::OptionsFor(const std::shared_ptr<TurnRun>& turn) {
   // deadline is the backstop.
   o.answer_timeout = options.answer_timeout + std::chrono::seconds(30);
   std::weak_ptr<Impl> weak = shared_from_this();
-  o.on_question = [weak, turn](const Event& event, Responder responder) {
+  o.on_question = [weak, turn = turn](const Event& event, Responder responder) {
     if (auto self = weak.lock()) {
       self->Run([turn, event, responder](Impl& r) { r.OnQuestion(turn, event, responder); });
     } else {
       responder.Decline();
     }
   };
-  o.on_event = [weak, turn](const Event& event) {
+  o.on_event = [weak, turn = turn](const Event& event) {
     auto signal = TurnSignal::Of(event, turn->request_id);  // request_id never changes: safe to read here
     if (!signal) return;
     bool post = false;
@@ -385,7 +385,7 @@ TurnOptions Router::Impl::OptionsFor(const std::shared_ptr<TurnRun>& turn) {
   };
   // Its place in the journal is not written: the stored cursor (where the Session's journal stood
   // when the turn began) is enough for a re-attach to find it by its request id.
-  o.on_accepted = [weak, turn](const TurnRef& ref) {
+  o.on_accepted = [weak, turn = turn](const TurnRef& ref) {
     if (auto self = weak.lock()) {
       // A copy of its own, not const (as a capture of the const reference would be): moved, not copied.
       self->Run([turn, ref = TurnRef(ref)](Impl&) mutable {
@@ -399,7 +399,7 @@ TurnOptions Router::Impl::OptionsFor(const std::shared_ptr<TurnRun>& turn) {
 
 void Router::Impl::Submit(const std::shared_ptr<TurnRun>& turn, Driver& driver) {
   driver.AsyncSubmitTurn(turn->prompt, OptionsFor(turn),
-                         OnStrand<Result<TurnResult>>([turn](Impl& r, Result<TurnResult> result) {
+                         OnStrand<Result<TurnResult>>([turn = turn](Impl& r, Result<TurnResult> result) {
                            if (!result && result.error().code == Errc::connection_failed && turn->direct &&
                                !turn->done && r.shutting_down) {
                              // Nothing was sent, and no Session is woken now: the next start submits it.
@@ -435,7 +435,7 @@ void Router::Impl::ForgetReady(const std::string& session, bool drop_driver) {
 
 void Router::Impl::Attach(const std::shared_ptr<TurnRun>& turn, Driver& driver) {
   driver.AsyncAttachTurn(turn->ref, OptionsFor(turn),
-                         OnStrand<Result<TurnResult>>([turn](Impl& r, Result<TurnResult> result) {
+                         OnStrand<Result<TurnResult>>([turn = turn](Impl& r, Result<TurnResult> result) {
                            if (!result && result.error().code == Errc::not_found && !turn->done) {
                              // The runtime never got the message (the bot died before it was written):
                              // submit it now, under the same request id.
@@ -697,7 +697,7 @@ void Router::Impl::EndTurn(const std::shared_ptr<TurnRun>& turn, std::string rep
   entry.session = turn->session;
   entry.request_id = turn->request_id;
   entry.parts = RenderParts(reply_markdown);
-  auto finish = [turn](Impl& r, routing::OutboxEntry entry) {
+  auto finish = [turn = turn](Impl& r, routing::OutboxEntry entry) {
     entry.placeholder_id = turn->live ? turn->live->message_id : std::string();
     // One part into its placeholder: an edit, which a restart may repeat. Anything else is stored first.
     if (entry.parts.size() == 1 && !entry.placeholder_id.empty()) return r.EditReplyIn(turn, std::move(entry));
@@ -733,7 +733,7 @@ void Router::Impl::StoreReply(const std::shared_ptr<TurnRun>& turn, routing::Out
         // the row before its commit, and must not send it too.
         if (*stored) delivering.insert(**stored);
       },
-      [turn, e, stored, edit_attempts, delay](Impl& r, Status committed) {
+      [turn = turn, e, stored, edit_attempts, delay](Impl& r, Status committed) {
         r.SendStored(turn, std::move(*e), *stored, committed, edit_attempts, delay);
       });
 }

@@ -103,9 +103,9 @@ Status RouterStore::IndexBotMessage(BotMessage m) {
   static const AppendTable kInsert(
       "IndexBotMessage", "INSERT INTO bot_messages (seq, platform, workspace, chat, message_id, session, kind, inbox_id)",
       8);
-  if (auto st = db_->Append(kInsert, {seq, std::move(m.chat.platform), std::move(m.chat.workspace),
-                                      std::move(m.chat.chat), std::move(m.message_id), std::move(m.session),
-                                      std::string(ToString(m.kind)), m.inbox_id});
+  if (auto st = db_->Append(kInsert, SqlRow(seq, std::move(m.chat.platform), std::move(m.chat.workspace),
+                                            std::move(m.chat.chat), std::move(m.message_id), std::move(m.session),
+                                            std::string(ToString(m.kind)), m.inbox_id));
       !st)
     return Fail(st.error());
   rows.Add(hash, seq);

@@ -74,7 +74,7 @@ Status RouterStore::RememberKey(DedupeKind kind, std::string_view key, std::uint
   KeyRows& keys = (*mirror)->Of(kind);
   const std::int64_t seq = keys.next_seq;
   // In the caller's transaction, so written with its next statement (its commit, at the latest).
-  if (auto st = db_->Append(SqlOf(kind).insert, {seq, std::string(key)}); !st) return st;
+  if (auto st = db_->Append(SqlOf(kind).insert, SqlRow(seq, std::string(key))); !st) return st;
   keys.Add(hash, seq);
   return {};
 }

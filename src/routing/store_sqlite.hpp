@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -28,6 +29,15 @@ class Stmt;
 
 // A value of an appended row (Db::Append).
 using SqlValue = std::variant<std::int64_t, std::string>;
+
+// A row of these values, each moved in (a braced list would copy every string once more).
+template <typename... Values>
+std::vector<SqlValue> SqlRow(Values&&... values) {
+  std::vector<SqlValue> row;
+  row.reserve(sizeof...(Values));
+  (row.emplace_back(std::forward<Values>(values)), ...);
+  return row;
+}
 
 // A table that rows are appended to (Db::Append): its INSERT's head, "INSERT INTO t (a, b)", and the
 // statement texts for a run of rows written at once. A run in one INSERT saves each row its own
