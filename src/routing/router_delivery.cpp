@@ -61,8 +61,7 @@ void Router::Impl::Deliver(OutboxEntry entry, int edit_attempts, std::chrono::mi
 // reply stored, then removed) are saved. Anything but a first edit that lands (a failure, a rate
 // limit) stores the reply and goes on as every other reply does: a post, unlike an edit, must not be
 // repeated by a restart.
-void Router::Impl::EditReplyIn(const std::shared_ptr<TurnRun>& turn, OutboxEntry entry) {
-  auto e = std::make_shared<OutboxEntry>(std::move(entry));
+void Router::Impl::EditReplyIn(const std::shared_ptr<TurnRun>& turn, std::shared_ptr<OutboxEntry> e) {
   OutboundMessage out{e->parts.front(), {}, {}};
   adapter.AsyncEdit(
       e->thread, e->placeholder_id, std::move(out), OnStrand<Status>([turn = turn, e](Impl& r, Status st) {
@@ -70,8 +69,8 @@ void Router::Impl::EditReplyIn(const std::shared_ptr<TurnRun>& turn, OutboxEntry
           r.Log(LogLevel::info, "editing the reply into the placeholder failed: " + st.error().ToString());
           // A rate limit is a wait, not a failed attempt.
           const auto wait = st.error().retry_after;
-          if (wait.count() > 0) return r.StoreReply(turn, std::move(*e), 0, wait);
-          return r.StoreReply(turn, std::move(*e), 1, kRetryBackoff);
+          if (wait.count() > 0) return r.StoreReply(turn, std::move(e), 0, wait);
+          return r.StoreReply(turn, std::move(e), 1, kRetryBackoff);
         }
         r.WriteBehind([&] {
           auto finished = r.store->FinishTurn(e->request_id);

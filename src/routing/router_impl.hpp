@@ -440,8 +440,8 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   void EndTurn(const std::shared_ptr<routing::TurnRun>& turn, std::string reply_markdown);
   // The turn's end and its reply in the outbox, committed with the pass; then delivered (SendStored),
   // its first part's next edit being attempt `edit_attempts`, after `delay`.
-  void StoreReply(const std::shared_ptr<routing::TurnRun>& turn, routing::OutboxEntry entry, int edit_attempts,
-                  std::chrono::milliseconds delay);
+  void StoreReply(const std::shared_ptr<routing::TurnRun>& turn, std::shared_ptr<routing::OutboxEntry> entry,
+                  int edit_attempts, std::chrono::milliseconds delay);
   // After the reply's commit (`committed`): delivers it, with its outbox id when it was stored.
   void SendStored(const std::shared_ptr<routing::TurnRun>& turn, routing::OutboxEntry e, Result<std::int64_t> id,
                   const Status& committed, int edit_attempts, std::chrono::milliseconds delay);
@@ -464,7 +464,7 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   std::vector<std::string> RenderParts(std::string_view markdown) const;
   void Deliver(routing::OutboxEntry entry, int edit_attempts = 0, std::chrono::milliseconds delay = {});
   // A reply its placeholder takes whole, edited in before anything is stored (router_delivery.cpp).
-  void EditReplyIn(const std::shared_ptr<routing::TurnRun>& turn, routing::OutboxEntry entry);
+  void EditReplyIn(const std::shared_ptr<routing::TurnRun>& turn, std::shared_ptr<routing::OutboxEntry> entry);
   void DeliverPart(std::shared_ptr<routing::OutboxEntry> entry, int edit_attempts);
   void OnPartFailed(std::shared_ptr<routing::OutboxEntry> entry, const Error& error);
   void ScheduleOutboxRetry(std::chrono::milliseconds after);

@@ -692,15 +692,17 @@ void Router::Impl::OnResult(const std::shared_ptr<TurnRun>& turn, Result<TurnRes
 
 void Router::Impl::EndTurn(const std::shared_ptr<TurnRun>& turn, std::string reply_markdown) {
   ForgetQuestionsOf(*turn);
-  routing::OutboxEntry entry;
-  entry.thread = turn->where;
-  entry.session = turn->session;
-  entry.request_id = turn->request_id;
-  entry.parts = RenderParts(reply_markdown);
-  auto finish = [turn = turn](Impl& r, routing::OutboxEntry entry) {
-    entry.placeholder_id = turn->live ? turn->live->message_id : std::string();
+  // Made once and handed on by pointer: a reply's entry (its thread, parts...) is not moved string by
+  // string through the handlers below.
+  auto entry = std::make_shared<routing::OutboxEntry>();
+  entry->thread = turn->where;
+  entry->session = turn->session;
+  entry->request_id = turn->request_id;
+  entry->parts = RenderParts(reply_markdown);
+  auto finish = [turn = turn](Impl& r, std::shared_ptr<routing::OutboxEntry> entry) {
+    entry->placeholder_id = turn->live ? turn->live->message_id : std::string();
     // One part into its placeholder: an edit, which a restart may repeat. Anything else is stored first.
-    if (entry.parts.size() == 1 && !entry.placeholder_id.empty()) return r.EditReplyIn(turn, std::move(entry));
+    if (entry->parts.size() == 1 && !entry->placeholder_id.empty()) return r.EditReplyIn(turn, std::move(entry));
     r.StoreReply(turn, std::move(entry), 0, {});
   };
   if (turn->live) {
@@ -719,9 +721,8 @@ void Router::Impl::EndTurn(const std::shared_ptr<TurnRun>& turn, std::string rep
   PublishGauges();
 }
 
-void Router::Impl::StoreReply(const std::shared_ptr<TurnRun>& turn, routing::OutboxEntry entry, int edit_attempts,
-                              std::chrono::milliseconds delay) {
-  auto e = std::make_shared<routing::OutboxEntry>(std::move(entry));
+void Router::Impl::StoreReply(const std::shared_ptr<TurnRun>& turn, std::shared_ptr<routing::OutboxEntry> e,
+                              int edit_attempts, std::chrono::milliseconds delay) {
   auto stored = std::make_shared<Result<std::int64_t>>(Fail(Errc::internal, "the reply was not stored"));
   // Durable before the reply goes out (with the pass's commit): a restart then delivers it from the
   // outbox, once.
