@@ -100,12 +100,13 @@ struct TurnSignal {
   static std::optional<TurnSignal> Of(const Event& e, std::string_view request_id);
 };
 
+// Where a turn is before its reply streams: shown in its progress, and whether an edit can still reach it.
+enum class TurnStage : std::uint8_t { starting, waking, queued, running };
+
 // One turn in flight.
 // Kept to 1,016 bytes (checked below): make_shared's one block then stays within the sizes glibc's
 // malloc serves from its per-thread cache, and a burst of turn starts does not take its slow path for
 // large blocks (the bools are together, and what few turns use is held apart).
-enum class TurnStage : std::uint8_t { starting, waking, queued, running };
-
 struct TurnRun {
   std::string session;
   // Its Session's state, held weakly (the Session holds its running turn): looked up by name only
@@ -433,9 +434,9 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   bool OnEvent(const std::shared_ptr<routing::TurnRun>& turn, routing::TurnSignal& signal);  // may move from it
   routing::ChatPace& PaceOf(routing::LiveMessage& live);
   void OnResult(const std::shared_ptr<routing::TurnRun>& turn, Result<TurnResult> result);
-  // The Session's next turn waits for it (WaitReady) again; `drop_driver`: with a new connector.
   // A turn's Session state: its own while `sessions` holds it, else found by name (or none).
   routing::SessionRun* RunOf(const routing::TurnRun& turn);
+  // The Session's next turn waits for it (WaitReady) again; `drop_driver`: with a new connector.
   void ForgetReady(const std::string& session, bool drop_driver);
   void EndTurn(const std::shared_ptr<routing::TurnRun>& turn, std::string reply_markdown);
   // The turn's end and its reply in the outbox, committed with the pass; then delivered (SendStored),
