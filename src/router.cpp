@@ -213,6 +213,7 @@ void Router::Impl::Teardown() {
   // The store closes (and lets go of its lock) though handlers may still hold the Impl: they land
   // after torn_down and touch nothing.
   store.reset();
+  for (auto& [name, s] : sessions) s->gone = true;  // a turn or a start still holding one finds it gone
   sessions.clear();
   questions.clear();
   pickers.clear();

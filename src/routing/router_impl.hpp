@@ -73,8 +73,7 @@ struct ChatPace {
 
 // An accepted message waiting in its Session's queue (the router's; the runtime has its own).
 struct Waiting {
-  std::int64_t inbox_id = 0;
-  std::string session;
+  std::int64_t inbox_id = 0;  // its Session is the one whose queue holds it
   InboundMessage message;
   ThreadRef where;  // where the reply goes
   std::size_t route = 0;
@@ -364,6 +363,10 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   // them at once: a burst is accepted in one store transaction and its placeholders go out before
   // any of its turns starts.
   struct PendingMessage {
+    // A constructor, not an aggregate: emplace_back moves the message in once (clang before 16 has no
+    // aggregate initialization from parentheses).
+    PendingMessage(InboundMessage&& m, std::function<void(Result<Disposition>)>&& d)
+        : message(std::move(m)), done(std::move(d)) {}
     InboundMessage message;
     std::function<void(Result<Disposition>)> done;
   };

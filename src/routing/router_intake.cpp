@@ -223,7 +223,6 @@ Result<Disposition> Router::Impl::Intake(InboundMessage&& m, std::unique_ptr<rou
   if (!*id) return Disposition::duplicate;
   ++s.accepting;  // counts against the queue bound until the batch is queued
   w->inbox_id = **id;
-  w->session = s.name;
   w->route = route;
   w->message = std::move(m);
   *accepted = std::move(w);

@@ -95,7 +95,8 @@ void Router::Impl::Resume() {
       w->receipt->message_id = entry.receipt_id;
       w->receipt->inbox_id = entry.id;
     }
-    Enqueue(SessionFor(entry.session, w->route), std::move(w));
+    const std::size_t route = w->route;  // read before `w` moves: the arguments' order is unspecified
+    Enqueue(SessionFor(entry.session, route), std::move(w));
   }
   PublishGauges();
 }

@@ -430,3 +430,33 @@ TEST_CASE("router: a graceful shutdown tells the thread once and the next start 
   CHECK(second.adapter.Text(placeholder).find("finished after the restart") != std::string::npos);
   CHECK(Posts(second.adapter.Ops(), "finished after the restart") == 0);
 }
+
+TEST_CASE("router: a message still waiting for a slot when the bot stops runs after the restart, into its receipt",
+          "[routing][router]") {
+  TempRoot root;
+  const std::string script = root.File("slow.json", R"({"turns": [[{"type": "sleep", "ms": 1500},
+      {"type": "message", "text": "reply to {prompt}"}]]})");
+  RouterOptions options = Options(root);
+  options.max_in_flight = 1;  // the second thread's message waits in the router's inbox
+  std::string receipt;
+  {
+    Bot first(root, "script:" + script, false, "first-", options);
+    REQUIRE(*first.Send(Msg("1", "the long job", "T1")) == Disposition::accepted);
+    REQUIRE(first.adapter.WaitForText("Working"));
+    REQUIRE(*first.Send(Msg("2", "the waiting job", "T2")) == Disposition::accepted);
+    REQUIRE(first.adapter.WaitForText("free slot"));
+    receipt = first.adapter.FindMessage("free slot");
+    REQUIRE(first.router->ShutdownAndWait());
+    CHECK(first.adapter.CountMessagesWith("the waiting job") == 0);
+  }
+  Bot second(root, "script:" + script, false, "second-", options);
+  REQUIRE(second.WaitDelivered(2));
+  std::this_thread::sleep_for(300ms);
+  INFO(second.adapter.Dump());
+  // The waiting message ran once, its reply edited into the receipt the first bot posted.
+  CHECK(second.adapter.Text(receipt).find("the waiting job") != std::string::npos);
+  CHECK(second.adapter.CountMessagesWith("the waiting job") == 1);
+  CHECK(Posts(second.adapter.Ops(), "the waiting job") == 0);
+  CHECK(second.adapter.CountMessagesWith("the long job") == 1);
+  CHECK(second.router->Stats().replies_delivered == 2);
+}
