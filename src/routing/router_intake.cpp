@@ -99,8 +99,8 @@ void Router::Impl::DrainIntake() {
   }
   std::vector<Result<Disposition>> results;
   std::vector<std::unique_ptr<routing::Waiting>> accepted(batch.size());
-  // Each accepted message's Session, as Intake found it: not looked up by name again. A command later
-  // in the burst may have deleted it (SessionRun::gone).
+  // Each accepted message's Session, as Intake found it: not looked up by name again. A Session is
+  // deleted in a strand job of its own, never during this one; `gone` is checked all the same.
   std::vector<std::shared_ptr<routing::SessionRun>> runs(batch.size());
   results.reserve(batch.size());
   for (std::size_t i = 0; i < batch.size(); ++i) {
@@ -302,13 +302,13 @@ void Router::Impl::ChangeRunning(const std::shared_ptr<routing::TurnRun>& turn, 
     turn->pending_change = std::make_unique<InboundMessage>(m);
     return;
   }
-  auto it = sessions.find(turn->session);
+  routing::SessionRun* const run = RunOf(*turn);
   // Queued in the runtime (accepted, behind another client's turn): the runtime can still change it.
-  if (turn->stage != TurnStage::queued || turn->ref.turn_id.empty() || turn->ref.revision <= 0 || it == sessions.end() ||
-      !it->second->driver) {
+  if (turn->stage != TurnStage::queued || turn->ref.turn_id.empty() || turn->ref.revision <= 0 || run == nullptr ||
+      !run->driver) {
     return started();
   }
-  auto driver = it->second->driver;
+  auto driver = run->driver;
   auto refused = [turn, deleted, id = m.message_id](Impl& r, const Error& e) {
     r.Log(LogLevel::info, std::string(deleted ? "withdrawing" : "editing") + " queued turn " + turn->ref.turn_id +
                               " failed: " + e.ToString());

@@ -646,14 +646,14 @@ void Router::Impl::OnResult(const std::shared_ptr<TurnRun>& turn, Result<TurnRes
   if (run && result && run->driver) {
     // Its runtime just served a turn: the next one within kReadyReuse (and well inside the backend's
     // idle window) skips the WaitReady.
-    run->ready_until = std::chrono::steady_clock::now() + std::min<std::chrono::steady_clock::duration>(
-                                                                     kReadyReuse, backend.IdleGrace() / 2);
+    run->ready_until = std::chrono::steady_clock::now() +
+                       std::min<std::chrono::steady_clock::duration>(kReadyReuse, backend.IdleGrace() / 2);
   }
   std::string reply;
   if (!result) {
     const Errc code = result.error().code;
-    if (run && (code == Errc::connection_failed || code == Errc::connection_lost ||
-                                 code == Errc::unavailable || code == Errc::not_found)) {
+    if (run && (code == Errc::connection_failed || code == Errc::connection_lost || code == Errc::unavailable ||
+                code == Errc::not_found)) {
       run->driver.reset();  // the next turn waits for the Session again
       run->ready_until = {};
       run->ensured = run->ensured && code != Errc::not_found;

@@ -374,6 +374,8 @@ class RouterStore {
   };
   static constexpr std::size_t kRouteCacheEntries = 8192;
   RouteCache& Routes();
+  // The thread's binding as known in memory (the file's: Routes), or none; valid until the cache changes.
+  Binding* CachedBinding(const ThreadRef& thread);
 
   std::string path_;
   StoreLimits limits_;
@@ -383,7 +385,7 @@ class RouterStore {
   BotRows bots_;
   bool evict_bots_at_commit_ = false;        // the open batch took the bot-message index past its bound
   RouteCache routes_;
-  std::string route_key_;  // BoundSession's look-up key, its buffer reused
+  std::string route_key_;  // CachedBinding's look-up key, its buffer reused
   DedupeMirror dedupe_;
   TurnRows turn_rows_;
   struct IdBlock {

@@ -13,8 +13,14 @@ Error NotFound(std::string what) {
   return Error(Errc::not_found, std::move(what));
 }
 
+void KeyInto(std::string& key, const ThreadRef& t) {
+  JoinKeyInto(key, {t.platform, t.workspace, t.chat, t.thread});
+}
+
 std::string KeyOf(const ThreadRef& t) {
-  return JoinKey({t.platform, t.workspace, t.chat, t.thread});
+  std::string key;
+  KeyInto(key, t);
+  return key;
 }
 
 std::string KeyOf(const ChatRef& c) {
@@ -64,10 +70,15 @@ Status RouterStore::BindThread(const Binding& b) {
   return {};
 }
 
-Result<std::optional<Binding>> RouterStore::FindBinding(const ThreadRef& thread) {
+Binding* RouterStore::CachedBinding(const ThreadRef& thread) {
   RouteCache& cache = Routes();
-  std::string key = KeyOf(thread);
-  if (auto hit = cache.bindings.find(key); hit != cache.bindings.end()) return std::optional<Binding>(hit->second);
+  KeyInto(route_key_, thread);
+  auto hit = cache.bindings.find(route_key_);
+  return hit == cache.bindings.end() ? nullptr : &hit->second;
+}
+
+Result<std::optional<Binding>> RouterStore::FindBinding(const ThreadRef& thread) {
+  if (const Binding* hit = CachedBinding(thread)) return std::optional<Binding>(*hit);
   auto q = db_->Query("FindBinding", R"sql(
     SELECT session, created_ms, context_sent FROM bindings
     WHERE platform = ?1 AND workspace = ?2 AND chat = ?3 AND thread = ?4)sql");
@@ -76,16 +87,12 @@ Result<std::optional<Binding>> RouterStore::FindBinding(const ThreadRef& thread)
   if (!row) return Fail(row.error());
   if (!*row) return std::optional<Binding>();
   Binding found{thread, q->Text(0), q->Time(1), q->Int(2) != 0};
-  Remember(cache.bindings, std::move(key), found, kRouteCacheEntries);
+  Remember(Routes().bindings, route_key_, found, kRouteCacheEntries);  // the key CachedBinding made
   return std::optional<Binding>(std::move(found));
 }
 
 Result<std::optional<std::string>> RouterStore::BoundSession(const ThreadRef& thread) {
-  RouteCache& cache = Routes();
-  JoinKeyInto(route_key_, {thread.platform, thread.workspace, thread.chat, thread.thread});  // KeyOf(thread)
-  if (auto hit = cache.bindings.find(route_key_); hit != cache.bindings.end()) {
-    return std::optional<std::string>(hit->second.session);
-  }
+  if (const Binding* hit = CachedBinding(thread)) return std::optional<std::string>(hit->session);
   auto found = FindBinding(thread);  // read, and cached
   if (!found) return Fail(found.error());
   if (!*found) return std::optional<std::string>();
@@ -97,10 +104,9 @@ Status RouterStore::SetContextSent(const ThreadRef& thread) {
     UPDATE bindings SET context_sent = 1
     WHERE platform = ?1 AND workspace = ?2 AND chat = ?3 AND thread = ?4)sql");
   if (!q) return Fail(q.error());
-  RouteCache& cache = Routes();
   if (auto st = q->Exec(thread); !st) return st;
   if (db_->Changes() == 0) return Fail(NotFound(Describe(thread) + " is not bound to a Session"));
-  if (auto hit = cache.bindings.find(KeyOf(thread)); hit != cache.bindings.end()) hit->second.context_sent = true;
+  if (Binding* hit = CachedBinding(thread)) hit->context_sent = true;
   return {};
 }
 
