@@ -220,7 +220,7 @@ void Router::Impl::TryCommand(const InboundMessage& m, std::size_t route, const 
             // so in its receipt (and out of the inbox, so a restart does not bring the Session back).
             if (run == r.sessions.end()) return;
             for (const std::unique_ptr<routing::Waiting>& w : run->second->queue) {
-              if (auto st = r.store->RemoveInbox(w->inbox_id); !st) r.Log(LogLevel::warning, st.error().ToString());
+              if (auto st = r.Withdraw(*w); !st) r.Log(LogLevel::warning, st.error().ToString());
               r.SetLive(w->receipt, "Withdrawn: its Session **" + EscapeMarkdown(label) +
                                        "** was deleted before its turn started.");
             }

@@ -78,6 +78,9 @@ struct Waiting {
   ThreadRef where;  // where the reply goes
   std::size_t route = 0;
   std::shared_ptr<LiveMessage> receipt;  // "Queued — position 2", later the turn's placeholder
+  // Set: the message's turn was recorded with its acceptance (its idle Session was to run it at once,
+  // a slot free), under this request id: in the store it is a turn in flight, not in the inbox.
+  std::string request_id;
 };
 
 struct QuestionRun;
@@ -381,6 +384,13 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   // outcome leaves `message` as it was.
   Result<Disposition> Intake(InboundMessage&& message, std::unique_ptr<routing::Waiting>* accepted,
                              std::shared_ptr<routing::SessionRun>* run);
+  std::size_t burst_accepted = 0;  // messages the DrainIntake under way accepted so far
+  // Whether a message accepted now for `s` will surely take a slot at its burst's StartQueued (its
+  // Session idle with nothing ahead of it, every message waiting or accepted before it fits in the
+  // slots left): then its turn is recorded with its acceptance, and its start writes nothing.
+  bool StartsWithAcceptance(const routing::SessionRun& s) const;
+  // The store forgets a waiting message: its inbox entry, or the turn recorded with its acceptance.
+  Status Withdraw(const routing::Waiting& w);
   Result<std::string> SessionOf(const InboundMessage& message, const ThreadRef& where);
   Result<Disposition> OnEdited(const InboundMessage& message);
   // The author edited or deleted the message of a turn in flight: changed in the runtime while it is

@@ -99,6 +99,7 @@ void Router::Impl::DrainIntake() {
   }
   std::vector<Result<Disposition>> results;
   std::vector<std::unique_ptr<routing::Waiting>> accepted(batch.size());
+  burst_accepted = 0;
   // Each accepted message's Session, as Intake found it: not looked up by name again. A Session is
   // deleted in a strand job of its own, never during this one; `gone` is checked all the same.
   std::vector<std::shared_ptr<routing::SessionRun>> runs(batch.size());
@@ -218,16 +219,41 @@ Result<Disposition> Router::Impl::Intake(InboundMessage&& m, std::unique_ptr<rou
   }
   auto w = std::make_unique<routing::Waiting>();
   w->where = std::move(where);
-  auto id = store->AcceptMessage(w->where, s.name, m, Present(keys), std::chrono::system_clock::now());
+  // A message its idle Session runs at once is accepted as a turn in flight: its start then writes
+  // nothing (one UPDATE of its row less, the largest store cost of a turn's start).
+  std::optional<routing::TurnStart> start;
+  if (StartsWithAcceptance(s)) {
+    w->request_id = NewRequestId();
+    start.emplace(routing::TurnStart{w->request_id, s.journal});
+  }
+  auto id = store->AcceptMessage(w->where, s.name, m, Present(keys), std::chrono::system_clock::now(),
+                                 start ? &*start : nullptr);
   if (!id) return Fail(id.error());
   if (!*id) return Disposition::duplicate;
   ++s.accepting;  // counts against the queue bound until the batch is queued
+  ++burst_accepted;
   w->inbox_id = **id;
   w->route = route;
   w->message = std::move(m);
   *accepted = std::move(w);
   *run = s.shared_from_this();
   return Disposition::accepted;
+}
+
+bool Router::Impl::StartsWithAcceptance(const routing::SessionRun& s) const {
+  // Counted with the turns in flight, every waiting message may take a slot before this one (a
+  // waiting message's start moves it from one count to the other): what is left is this one's.
+  return !s.running && !s.starting && s.queue.empty() && s.accepting == 0 && admission.empty() && !shutting_down &&
+         in_flight + waiting_total + burst_accepted < options.max_in_flight;
+}
+
+Status Router::Impl::Withdraw(const routing::Waiting& w) {
+  if (w.request_id.empty()) {
+    auto removed = store->RemoveInbox(w.inbox_id);
+    return removed ? Status{} : Fail(removed.error());
+  }
+  auto finished = store->FinishTurn(w.request_id);
+  return finished ? Status{} : Fail(finished.error());
 }
 
 Result<std::string> Router::Impl::SessionOf(const InboundMessage& m, const ThreadRef& where) {
@@ -268,13 +294,17 @@ Result<Disposition> Router::Impl::OnEdited(const InboundMessage& m) {
       routing::Waiting& w = **it;
       if (w.message.chat != m.chat || w.message.message_id != m.message_id) continue;
       if (deleted) {
-        if (auto st = store->RemoveInbox(w.inbox_id); !st) return Fail(st.error());
+        if (auto st = Withdraw(w); !st) return Fail(st.error());
         SetLive(w.receipt, "Withdrawn: the message was deleted before its turn started.");
         s->queue.erase(it);
         --waiting_total;
         UpdateReceipts(*s);
       } else {
-        if (auto st = store->UpdateInboxText(w.inbox_id, m.text); !st) return Fail(st.error());
+        if (auto st = w.request_id.empty() ? store->UpdateInboxText(w.inbox_id, m.text)
+                                           : store->UpdateUnsentText(w.request_id, m.text);
+            !st) {
+          return Fail(st.error());
+        }
         w.message.text = m.text;
         w.message.attachments_text = m.attachments_text;
         UpdateReceipts(*s);

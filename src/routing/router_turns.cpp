@@ -144,15 +144,19 @@ void Router::Impl::StartQueued(std::shared_ptr<const SessionRuns> runs, std::siz
   // never keep the next burst's intake, and so its placeholders, waiting for more than one slice.
   constexpr std::size_t kSlice = 32;
   struct Start {
-    Start(std::shared_ptr<SessionRun> s, std::unique_ptr<Waiting> w, std::string id)
-        : session(std::move(s)), waiting(std::move(w)), request_id(std::move(id)) {}
+    Start(std::shared_ptr<SessionRun> s, std::unique_ptr<Waiting> w)
+        : session(std::move(s)), waiting(std::move(w)), at_acceptance(!waiting->request_id.empty()) {
+      if (at_acceptance) record = {};
+    }
     std::shared_ptr<SessionRun> session;
     std::unique_ptr<Waiting> waiting;
-    std::string request_id;
+    // Recorded with its message's acceptance (under waiting->request_id): nothing to write now.
+    bool at_acceptance;
     Status record = Fail(Errc::internal, "the turn was not recorded");
   };
   std::vector<Start> starts;
   starts.reserve(kSlice);
+  std::size_t unrecorded = 0;
   std::size_t next = from;
   for (; next < runs->size() && starts.size() < kSlice; ++next) {
     const std::shared_ptr<SessionRun>& run = (*runs)[next];
@@ -162,16 +166,26 @@ void Router::Impl::StartQueued(std::shared_ptr<const SessionRuns> runs, std::siz
       UpdateReceipts(*run);
       continue;
     }
-    starts.emplace_back(run, std::move(w), NewRequestId());
+    const Start& st = starts.emplace_back(run, std::move(w));
+    if (!st.at_acceptance) {
+      st.waiting->request_id = NewRequestId();
+      ++unrecorded;
+    }
   }
-  // The slice's turn starts are one commit, made before any of their prompts can go out.
+  // The slice's other turn starts are one commit, made before any of their prompts can go out.
   if (!starts.empty()) {
-    Status committed = Durably("starting turns", [&] {
-      for (Start& st : starts) st.record = RecordTurn(*st.session, *st.waiting, st.request_id);
-    });
+    Status committed;
+    if (unrecorded > 0) {
+      committed = Durably("starting turns", [&] {
+        for (Start& st : starts) {
+          if (!st.at_acceptance) st.record = RecordTurn(*st.session, *st.waiting, st.waiting->request_id);
+        }
+      });
+    }
     for (Start& st : starts) {
-      if (!committed && st.record) st.record = Fail(committed.error());
-      LaunchTurn(*st.session, std::move(st.waiting), std::move(st.request_id), std::move(st.record));
+      if (!committed && !st.at_acceptance && st.record) st.record = Fail(committed.error());
+      std::string id = std::move(st.waiting->request_id);
+      LaunchTurn(*st.session, std::move(st.waiting), std::move(id), std::move(st.record));
       UpdateReceipts(*st.session);
     }
   }
@@ -228,6 +242,10 @@ Status Router::Impl::RecordTurn(const SessionRun& s, const Waiting& w, const std
 }
 
 void Router::Impl::StartTurn(SessionRun& s, std::unique_ptr<Waiting> w) {
+  if (!w->request_id.empty()) {  // recorded with its acceptance
+    std::string id = std::move(w->request_id);
+    return LaunchTurn(s, std::move(w), std::move(id), Status{});
+  }
   std::string id = NewRequestId();
   // Durable before the prompt goes out: a restart then attaches to the turn instead of sending the
   // message a second time.

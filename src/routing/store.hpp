@@ -120,6 +120,13 @@ struct TurnCursor {
   bool operator==(const TurnCursor&) const = default;
 };
 
+// A turn that starts with its message's acceptance (AcceptMessage): its request id, and the cursor it
+// starts from (as BeginTurn's `since`).
+struct TurnStart {
+  std::string_view request_id;
+  TurnCursor since;
+};
+
 // A turn submitted (or being submitted) to its Session.
 struct TurnRecord {
   std::int64_t inbox_id = 0;  // the inbox entry it came from (its row, out of the inbox now)
@@ -244,10 +251,17 @@ class RouterStore {
   // nothing is written and the answer is nullopt (a redelivery); otherwise every key is remembered
   // and the message added to the inbox.
   // An adapter acknowledges a delivery only after this returned, so a crash anywhere loses nothing.
+  // With `start`, the message's turn starts with it (BeginTurn in the same write: the Router's way for
+  // a message its idle Session runs at once): the entry is a turn in flight from here on, started at
+  // `accepted`, and not in the inbox. A request id in use is refused (Errc::invalid_argument) before
+  // anything is written.
   Result<std::optional<std::int64_t>> AcceptMessage(const ThreadRef& thread, std::string_view session,
                                                     const InboundMessage& message, std::span<const DedupeKey> keys,
-                                                    StoreTime accepted);
+                                                    StoreTime accepted, const TurnStart* start = nullptr);
   Status UpdateInboxText(std::int64_t id, std::string_view text);  // the author edited it
+  // The author edited the message of a turn in flight that was not sent yet (accepted with `start`,
+  // waiting for its Session's next slot): applied wherever the turn is read, as an inbox entry's edit.
+  Status UpdateUnsentText(std::string_view request_id, std::string_view text);
   Status MarkInboxDeleted(std::int64_t id);                        // the author deleted it
   Status SetInboxReceipt(std::int64_t id, std::string_view receipt_id);  // its receipt was posted
   Result<bool> RemoveInbox(std::int64_t id);                       // true when it was there
@@ -314,10 +328,10 @@ class RouterStore {
   // rows do not name them (ListInbox, ListTurns).
   Result<std::unordered_map<std::int64_t, std::string>> PostedFor();
   Result<std::vector<InboxEntry>> ReceiptsFromIndex(Result<std::vector<InboxEntry>> entries);
-  // A waiting message's row, appended (Db::Append): in a transaction (a burst's batch), written with
-  // its next statement, a run of rows at a time; outside one, at once.
+  // A waiting message's row (with `start`, a started turn's), appended (Db::Append): in a transaction
+  // (a burst's batch), written with its next statement, a run of rows at a time; outside one, at once.
   Result<std::int64_t> InsertInbox(const ThreadRef& thread, std::string_view session, const InboundMessage& message,
-                                   StoreTime accepted);
+                                   StoreTime accepted, const TurnStart* start = nullptr);
   // The next work row's id, never given before in the file's life. Ids are reserved in the file
   // (id_blocks) a block at a time, ahead of use, in the transaction that uses the first of them; the
   // mark is read again after a rollback (Db::rollbacks), which may have taken a reservation back.

@@ -92,15 +92,23 @@ Result<std::int64_t> RouterStore::NextWorkId() {
 }
 
 Result<std::int64_t> RouterStore::InsertInbox(const ThreadRef& thread, std::string_view session,
-                                              const InboundMessage& message, StoreTime accepted) {
+                                              const InboundMessage& message, StoreTime accepted,
+                                              const TurnStart* start) {
   static const AppendTable kWork(
       "add a message to the inbox",
       "INSERT INTO work (id, platform, workspace, chat, thread, session, author_id, message, accepted_ms)", 9);
+  // A turn that starts with its acceptance: the row BeginTurn's UPDATE would leave (its placeholder
+  // and receipt unset: the index names them, ListTurns).
+  static const AppendTable kStarted(
+      "add a message as a turn in flight",
+      "INSERT INTO work (id, platform, workspace, chat, thread, session, author_id, message, accepted_ms, "
+      "request_id, started_ms, last_event_id, journal_id)",
+      13);
   auto id = NextWorkId();
   if (!id) return Fail(id.error());
   const RowFields fields{thread.platform, thread.workspace, thread.chat, thread.thread, message.author_id};
   std::vector<SqlValue> row;
-  row.reserve(9);
+  row.reserve(start ? 13 : 9);
   row.emplace_back(*id);
   row.emplace_back(thread.platform);
   row.emplace_back(thread.workspace);
@@ -110,7 +118,13 @@ Result<std::int64_t> RouterStore::InsertInbox(const ThreadRef& thread, std::stri
   row.emplace_back(message.author_id);
   row.emplace_back(InboundMessageToJsonText(message, &fields));
   row.emplace_back(ToUnixMs(accepted));
-  if (auto st = db_->Append(kWork, std::move(row)); !st) return Fail(st.error());
+  if (start != nullptr) {
+    row.emplace_back(std::string(start->request_id));
+    row.emplace_back(ToUnixMs(accepted));
+    row.emplace_back(start->since.last_event_id);
+    row.emplace_back(start->since.journal_id);
+  }
+  if (auto st = db_->Append(start ? kStarted : kWork, std::move(row)); !st) return Fail(st.error());
   return *id;
 }
 
@@ -121,7 +135,8 @@ Result<std::int64_t> RouterStore::AddInbox(const ThreadRef& thread, std::string_
 
 Result<std::optional<std::int64_t>> RouterStore::AcceptMessage(const ThreadRef& thread, std::string_view session,
                                                                const InboundMessage& message,
-                                                               std::span<const DedupeKey> keys, StoreTime accepted) {
+                                                               std::span<const DedupeKey> keys, StoreTime accepted,
+                                                               const TurnStart* start) {
   using Accepted = std::optional<std::int64_t>;
   // A key seen already makes this a redelivery, and nothing is written: the look-ups are in memory
   // (store_dedupe.cpp), so a redelivery costs no transaction.
@@ -135,6 +150,16 @@ Result<std::optional<std::int64_t>> RouterStore::AcceptMessage(const ThreadRef& 
     if (!seen) return Fail(seen.error());
     if (*seen) return Accepted();
   }
+  TurnRows* turns = nullptr;
+  if (start != nullptr) {
+    if (start->request_id.empty()) return Fail(Errc::invalid_argument, "a turn needs a request id");
+    auto loaded = Turns();
+    if (!loaded) return Fail(loaded.error());
+    turns = *loaded;
+    // Nothing written yet, so the transaction (or the batch it would join) is as it was.
+    if (turns->by_request.contains(start->request_id))
+      return Fail(Errc::invalid_argument, "request id " + std::string(start->request_id) + " is in use by a turn");
+  }
   auto tx = Transaction::Begin(*db_, "AcceptMessage");
   if (!tx) return Fail(tx.error());
   for (std::size_t i = 0; i < keys.size(); ++i) {
@@ -147,8 +172,10 @@ Result<std::optional<std::int64_t>> RouterStore::AcceptMessage(const ThreadRef& 
     if (std::none_of(keys.begin(), keys.end(), [kind](const DedupeKey& k) { return k.kind == kind; })) continue;
     if (auto st = EvictDedupeDue(kind); !st) return Fail(st.error());
   }
-  auto id = InsertInbox(thread, session, message, accepted);
+  auto id = InsertInbox(thread, session, message, accepted, start);
   if (!id) return Fail(id.error());
+  // Mirrored before the commit, as a turn's start is: a rollback reloads the mirror from the file.
+  if (turns != nullptr) turns->by_request.emplace(std::string(start->request_id), *id);
   if (auto st = tx->Commit(); !st) return Fail(st.error());
   return Accepted(*id);
 }
@@ -158,6 +185,16 @@ Status RouterStore::UpdateInboxText(std::int64_t id, std::string_view text) {
   if (!q) return Fail(q.error());
   if (auto st = q->Exec(id, text); !st) return st;
   return RequireChange(*db_, "no inbox entry " + std::to_string(id) + " to edit");
+}
+
+Status RouterStore::UpdateUnsentText(std::string_view request_id, std::string_view text) {
+  auto row = TurnRow(request_id);
+  if (!row) return Fail(row.error());
+  if (!*row) return Fail(Errc::not_found, NoTurn(request_id));
+  auto q = db_->Query("UpdateUnsentText", "UPDATE work SET edited_text = ?2 WHERE id = ?1");
+  if (!q) return Fail(q.error());
+  if (auto st = q->Exec(**row, text); !st) return st;
+  return RequireChange(*db_, NoTurn(request_id));
 }
 
 Status RouterStore::MarkInboxDeleted(std::int64_t id) {

@@ -460,3 +460,88 @@ TEST_CASE("router: a message still waiting for a slot when the bot stops runs af
   CHECK(second.adapter.CountMessagesWith("the long job") == 1);
   CHECK(second.router->Stats().replies_delivered == 2);
 }
+
+namespace {
+
+// A message for an idle Session, changed in the chat (`change`: its edit or deletion) between its
+// acceptance and its turn's start: the change is handed over as the message's placeholder goes out,
+// inside the burst that accepted it, so the router takes it in before that burst's turns start. By
+// then the message's turn is recorded (it was accepted as a turn in flight: `recorded_at_post`).
+struct ChangedBeforeStart {
+  ChangedBeforeStart(const TempRoot& root, const std::string& script, InboundMessage change)
+      : db(root.path() + "/router.db"), bot(root, "script:" + script, false, "first-", Options(root)) {
+    bot.adapter.on_send = [this, change = std::move(change)](const SentOp& op) {
+      if (op.kind != "post" || handed_over) return;
+      handed_over = true;  // the first post is message 1's placeholder, sent from the router's strand
+      recorded_at_post = StoreIntOffThread(db, "SELECT count(*) FROM work WHERE request_id IS NOT NULL");
+      bot.router->HandleMessage(change, [this](Result<Disposition> d) { disposition.set_value(std::move(d)); });
+    };
+  }
+  const std::string db;
+  Bot bot;
+  bool handed_over = false;  // on the router's strand only
+  std::int64_t recorded_at_post = -1;
+  std::promise<Result<Disposition>> disposition;
+};
+
+InboundMessage Changed(const std::string& id, MessageKind kind, const std::string& text) {
+  InboundMessage m = Msg(id, text);
+  m.kind = kind;
+  m.event_id = "ev-change-" + id;
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("router: a message deleted between its acceptance and its turn's start is withdrawn, also from the store",
+          "[routing][router]") {
+  TempRoot root;
+  const std::string script = root.File("reply.json", R"({"turns": [[{"type": "message", "text": "reply to {prompt}"}]]})");
+  {
+    ChangedBeforeStart first(root, script, Changed("1", MessageKind::deleted, ""));
+    REQUIRE(*first.bot.Send(Msg("1", "the deleted job")) == Disposition::accepted);
+    auto changed = first.disposition.get_future();
+    REQUIRE(changed.wait_for(30s) == std::future_status::ready);
+    CHECK(*changed.get() == Disposition::accepted);
+    // Its turn was recorded with its acceptance, before its placeholder went out.
+    CHECK(first.recorded_at_post == 1);
+    REQUIRE(first.bot.adapter.WaitForText("Withdrawn: the message was deleted"));
+    std::this_thread::sleep_for(300ms);
+    INFO(first.bot.adapter.Dump());
+    CHECK(first.bot.adapter.CountMessagesWith("the deleted job") == 0);
+    CHECK(first.bot.router->Stats().turns_in_flight == 0);
+    REQUIRE(first.bot.router->ShutdownAndWait());
+  }
+  // The store holds nothing of it: the next start neither re-attaches to it nor sends it.
+  CHECK(StoreInt(root.path() + "/router.db", "SELECT count(*) FROM work") == 0);
+  Bot second(root, "script:" + script, false, "second-", Options(root));
+  std::this_thread::sleep_for(500ms);
+  INFO(second.adapter.Dump());
+  CHECK(second.adapter.Ops().empty());
+  CHECK(second.router->Stats().turns_in_flight == 0);
+}
+
+TEST_CASE("router: a message edited between its acceptance and its turn's start runs as edited, once",
+          "[routing][router]") {
+  TempRoot root;
+  const std::string script = root.File("reply.json", R"({"turns": [[{"type": "message", "text": "reply to {prompt}"}]]})");
+  {
+    ChangedBeforeStart first(root, script, Changed("1", MessageKind::edited, "the edited job"));
+    REQUIRE(*first.bot.Send(Msg("1", "the first draft")) == Disposition::accepted);
+    auto changed = first.disposition.get_future();
+    REQUIRE(changed.wait_for(30s) == std::future_status::ready);
+    CHECK(*changed.get() == Disposition::accepted);
+    CHECK(first.recorded_at_post == 1);
+    REQUIRE(first.bot.WaitDelivered(1));
+    std::this_thread::sleep_for(300ms);
+    INFO(first.bot.adapter.Dump());
+    CHECK(first.bot.adapter.CountMessagesWith("the edited job") == 1);
+    CHECK(first.bot.adapter.CountMessagesWith("the first draft") == 0);
+    REQUIRE(first.bot.router->ShutdownAndWait());
+  }
+  CHECK(StoreInt(root.path() + "/router.db", "SELECT count(*) FROM work") == 0);
+  Bot second(root, "script:" + script, false, "second-", Options(root));
+  std::this_thread::sleep_for(500ms);
+  INFO(second.adapter.Dump());
+  CHECK(second.adapter.Ops().empty());
+}
