@@ -412,13 +412,22 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   void Pump(routing::SessionRun& s);
   void Admit();
   bool IntakeWaiting();  // messages handed over and not taken yet (a DrainIntake is on its way)
-  // Starts what these Sessions have waiting, a slice of them per strand job from `from` on.
+  // Starts what these Sessions have waiting, a slice of them per strand job.
   using SessionRuns = std::vector<std::shared_ptr<routing::SessionRun>>;
-  void StartQueued(std::shared_ptr<const SessionRuns> runs, std::size_t from = 0);
-  // StartQueued in a job of its own, behind what is queued; starts_posted counts those not run yet,
-  // so that a later burst's starts go behind them (slots are taken in the order messages came).
-  void PostStartQueued(std::shared_ptr<const SessionRuns> runs, std::size_t from);
-  int starts_posted = 0;
+  // The first slice now; the rest in jobs of their own (start_lists' head), before any later list.
+  void StartQueued(std::shared_ptr<const SessionRuns> runs);
+  // The same, all of it behind the lists queued before: slots are taken in the order messages came
+  // (StartsWithAcceptance counts on it: a later burst's turns never start before an earlier one's).
+  void PostStartQueued(std::shared_ptr<const SessionRuns> runs);
+  // Starts what these Sessions have waiting, a slice of them from `from` on: the index after it.
+  std::size_t StartSlice(const SessionRuns& runs, std::size_t from);
+  struct StartList {
+    std::shared_ptr<const SessionRuns> runs;
+    std::size_t from = 0;
+  };
+  std::deque<StartList> start_lists;  // turns still to start, oldest first, a slice per strand job
+  bool starts_posted = false;         // a job of PostStarts is on its way
+  void PostStarts();
   std::string NewRequestId();
   // The turn's start in the store (not committed: the caller's Durably commits it).
   Status RecordTurn(const routing::SessionRun& s, const routing::Waiting& w, const std::string& request_id);
@@ -426,6 +435,9 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   // Runs a recorded turn; one that could not be recorded is reported in its placeholder instead.
   // `w` is taken apart (a Waiting is a message and more: moved once, into the turn).
   void LaunchTurn(routing::SessionRun& s, std::unique_ptr<routing::Waiting> w, std::string request_id, Status record);
+  // The turn's prompt (a platform thread's first turn to its Session carries the thread's earlier
+  // messages, fetched first), then submitted once its Session is ready.
+  void Compose(const std::shared_ptr<routing::TurnRun>& turn);
   void ReadyThenRun(const std::shared_ptr<routing::TurnRun>& turn, std::function<void(Driver&)> run);
   void Submit(const std::shared_ptr<routing::TurnRun>& turn, Driver& driver);
   std::string PromptOf(const InboundMessage& message, const std::vector<ThreadHistoryMessage>& context) const;

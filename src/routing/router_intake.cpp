@@ -138,8 +138,8 @@ void Router::Impl::DrainIntake() {
   if (!touched->empty()) {
     // Behind turn starts posted before (a deferred burst's, or the rest of a big one): slots are
     // taken in the order the messages came.
-    if (IntakeWaiting() || starts_posted > 0) {
-      PostStartQueued(std::move(touched), 0);
+    if (IntakeWaiting() || !start_lists.empty()) {
+      PostStartQueued(std::move(touched));
     } else {
       StartQueued(std::move(touched));
     }

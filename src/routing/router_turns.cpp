@@ -139,36 +139,39 @@ void Router::Impl::Pump(SessionRun& s) {
   if (auto w = TakeNext(s)) StartTurn(s, std::move(w));
 }
 
-void Router::Impl::StartQueued(std::shared_ptr<const SessionRuns> runs, std::size_t from) {
+std::size_t Router::Impl::StartSlice(const SessionRuns& runs, std::size_t from) {
   // A slice of Sessions per strand job: a burst's turn starts (a store write, Ensure, WaitReady each)
   // never keep the next burst's intake, and so its placeholders, waiting for more than one slice.
   constexpr std::size_t kSlice = 32;
   struct Start {
     Start(std::shared_ptr<SessionRun> s, std::unique_ptr<Waiting> w)
         : session(std::move(s)), waiting(std::move(w)), at_acceptance(!waiting->request_id.empty()) {
-      if (at_acceptance) record = {};
+      if (!at_acceptance) return;
+      request_id = std::move(waiting->request_id);
+      waiting->request_id.clear();
+      record = {};
     }
     std::shared_ptr<SessionRun> session;
     std::unique_ptr<Waiting> waiting;
-    // Recorded with its message's acceptance (under waiting->request_id): nothing to write now.
-    bool at_acceptance;
+    bool at_acceptance;  // recorded with its message's acceptance: nothing to write now
+    std::string request_id;
     Status record = Fail(Errc::internal, "the turn was not recorded");
   };
   std::vector<Start> starts;
   starts.reserve(kSlice);
   std::size_t unrecorded = 0;
   std::size_t next = from;
-  for (; next < runs->size() && starts.size() < kSlice; ++next) {
-    const std::shared_ptr<SessionRun>& run = (*runs)[next];
+  for (; next < runs.size() && starts.size() < kSlice; ++next) {
+    const std::shared_ptr<SessionRun>& run = runs[next];
     if (run->gone) continue;  // deleted since its message was queued
     auto w = TakeNext(*run);
     if (!w) {
       UpdateReceipts(*run);
       continue;
     }
-    const Start& st = starts.emplace_back(run, std::move(w));
+    Start& st = starts.emplace_back(run, std::move(w));
     if (!st.at_acceptance) {
-      st.waiting->request_id = NewRequestId();
+      st.request_id = NewRequestId();
       ++unrecorded;
     }
   }
@@ -178,26 +181,47 @@ void Router::Impl::StartQueued(std::shared_ptr<const SessionRuns> runs, std::siz
     if (unrecorded > 0) {
       committed = Durably("starting turns", [&] {
         for (Start& st : starts) {
-          if (!st.at_acceptance) st.record = RecordTurn(*st.session, *st.waiting, st.waiting->request_id);
+          if (!st.at_acceptance) st.record = RecordTurn(*st.session, *st.waiting, st.request_id);
         }
       });
     }
     for (Start& st : starts) {
       if (!committed && !st.at_acceptance && st.record) st.record = Fail(committed.error());
-      std::string id = std::move(st.waiting->request_id);
-      LaunchTurn(*st.session, std::move(st.waiting), std::move(id), std::move(st.record));
+      LaunchTurn(*st.session, std::move(st.waiting), std::move(st.request_id), std::move(st.record));
       UpdateReceipts(*st.session);
     }
   }
-  if (next < runs->size()) PostStartQueued(std::move(runs), next);
+  return next;
+}
+
+void Router::Impl::StartQueued(std::shared_ptr<const SessionRuns> runs) {
+  const std::size_t next = StartSlice(*runs, 0);
+  // The rest first: no later list is queued (DrainIntake posts behind them when one is).
+  if (next < runs->size()) {
+    start_lists.push_front(StartList{std::move(runs), next});
+    PostStarts();
+  }
   PublishGauges();
 }
 
-void Router::Impl::PostStartQueued(std::shared_ptr<const SessionRuns> runs, std::size_t from) {
-  ++starts_posted;
-  Run([runs = std::move(runs), from](Impl& r) {
-    --r.starts_posted;
-    r.StartQueued(runs, from);
+void Router::Impl::PostStartQueued(std::shared_ptr<const SessionRuns> runs) {
+  start_lists.push_back(StartList{std::move(runs), 0});
+  PostStarts();
+}
+
+void Router::Impl::PostStarts() {
+  if (starts_posted) return;
+  starts_posted = true;
+  Run([](Impl& r) {
+    r.starts_posted = false;
+    if (r.start_lists.empty()) return;
+    // One slice of the oldest list: its rest stays first, so slots go in the order messages came.
+    StartList head = std::move(r.start_lists.front());
+    r.start_lists.pop_front();
+    head.from = r.StartSlice(*head.runs, head.from);
+    if (head.from < head.runs->size()) r.start_lists.push_front(std::move(head));
+    if (!r.start_lists.empty()) r.PostStarts();
+    r.PublishGauges();
   });
 }
 
@@ -282,7 +306,10 @@ void Router::Impl::LaunchTurn(SessionRun& s, std::unique_ptr<Waiting> w, std::st
   ShowProgress(turn);
   StartTicking(turn);
   PublishGauges();
+  Compose(turn);
+}
 
+void Router::Impl::Compose(const std::shared_ptr<TurnRun>& turn) {
   // `fetched`: the thread's earlier messages were read for this prompt (even when there were none, as
   // for a thread the message itself starts): once its turn completes, no later turn carries them.
   auto submit = [turn](Impl& r, std::vector<ThreadHistoryMessage> context, bool fetched) {
@@ -459,7 +486,14 @@ void Router::Impl::Attach(const std::shared_ptr<TurnRun>& turn, Driver& driver) 
                              // submit it now, under the same request id.
                              r.Log(LogLevel::info, "turn " + turn->request_id + " was not in the Session " +
                                                        turn->session + ": submitting it again");
-                             if (SessionRun* s = r.RunOf(*turn); s != nullptr && s->driver) return r.Submit(turn, *s->driver);
+                             // As a turn's start composes it (a platform thread's first turn with the
+                             // thread's earlier messages): the message may never have left the
+                             // router's queue (recorded with its acceptance, the bot stopped before
+                             // its start).
+                             if (SessionRun* s = r.RunOf(*turn); s != nullptr && s->driver) {
+                               turn->attached = false;
+                               return r.Compose(turn);
+                             }
                            }
                            r.OnResult(turn, std::move(result));
                          }));

@@ -545,3 +545,41 @@ TEST_CASE("router: a message edited between its acceptance and its turn's start 
   INFO(second.adapter.Dump());
   CHECK(second.adapter.Ops().empty());
 }
+
+TEST_CASE("router: messages accepted as turns whose start a stop came before run after the restart, once each",
+          "[routing][router]") {
+  TempRoot root;
+  const std::string script = root.File("reply.json", R"({"turns": [[{"type": "message", "text": "reply to {prompt}"}]]})");
+  const std::string db = root.path() + "/router.db";
+  {
+    Bot first(root, "script:" + script, false, "first-", Options(root));
+    // As message 1's placeholder goes out (inside the burst that accepted it), message 2 and a stop
+    // are handed over: message 2 is taken in before the stop, and both turns' starts come after it.
+    bool handed_over = false;  // on the router's strand only
+    std::promise<void> stopped;
+    first.adapter.on_send = [&](const SentOp& op) {
+      if (op.kind != "post" || handed_over) return;
+      handed_over = true;
+      first.router->HandleMessage(Msg("2", "the second job", "T2"), [](Result<Disposition>) {});
+      first.router->Shutdown([&stopped] { stopped.set_value(); });
+    };
+    REQUIRE(*first.Send(Msg("1", "the first job")) == Disposition::accepted);
+    REQUIRE(stopped.get_future().wait_for(30s) == std::future_status::ready);
+    INFO(first.adapter.Dump());
+    CHECK(first.adapter.CountMessagesWith("reply to") == 0);
+    CHECK(first.router->Stats().turns_in_flight == 0);
+    first.router.reset();
+    // Both were recorded as turns with their acceptance; neither was sent.
+    CHECK(StoreInt(db, "SELECT count(*) FROM work WHERE request_id IS NOT NULL") == 2);
+  }
+  Bot second(root, "script:" + script, false, "second-", Options(root));
+  REQUIRE(second.WaitDelivered(2));
+  std::this_thread::sleep_for(300ms);
+  INFO(second.adapter.Dump());
+  // Re-attached, not found in their Sessions, and sent: each reply once.
+  CHECK(second.adapter.CountMessagesWith("the first job") == 1);
+  CHECK(second.adapter.CountMessagesWith("the second job") == 1);
+  CHECK(second.router->Stats().replies_delivered == 2);
+  second.router.reset();
+  CHECK(StoreInt(db, "SELECT count(*) FROM work") == 0);
+}
