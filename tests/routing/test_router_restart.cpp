@@ -583,3 +583,30 @@ TEST_CASE("router: messages accepted as turns whose start a stop came before run
   second.router.reset();
   CHECK(StoreInt(db, "SELECT count(*) FROM work") == 0);
 }
+
+TEST_CASE("router: a message is accepted as its turn's start only when a slot is surely its own", "[routing][router]") {
+  TempRoot root;
+  const std::string script = root.File("slow.json", R"({"turns": [[{"type": "sleep", "ms": 1000},
+      {"type": "message", "text": "reply to {prompt}"}]]})");
+  const std::string db = root.path() + "/router.db";
+  RouterOptions options = Options(root);
+  options.max_in_flight = 1;
+  Bot bot(root, "script:" + script, false, "first-", options);
+  // Message 2 (another thread, its Session idle) is handed over as message 1's placeholder goes out,
+  // and taken in before message 1's turn starts: message 1, accepted as its turn's start, has the one
+  // slot, and message 2 waits for it in the inbox.
+  bool handed_over = false;  // on the router's strand only
+  bot.adapter.on_send = [&](const SentOp& op) {
+    if (op.kind != "post" || handed_over) return;
+    handed_over = true;
+    bot.router->HandleMessage(Msg("2", "the second job", "T2"), [](Result<Disposition>) {});
+  };
+  REQUIRE(*bot.Send(Msg("1", "the first job")) == Disposition::accepted);
+  REQUIRE(bot.adapter.WaitForText("free slot"));
+  CHECK(StoreInt(db, "SELECT count(*) FROM work WHERE request_id IS NOT NULL") == 1);
+  CHECK(StoreInt(db, "SELECT count(*) FROM work WHERE request_id IS NULL") == 1);
+  REQUIRE(bot.WaitDelivered(2));
+  INFO(bot.adapter.Dump());
+  CHECK(bot.adapter.CountMessagesWith("the first job") == 1);
+  CHECK(bot.adapter.CountMessagesWith("the second job") == 1);
+}
