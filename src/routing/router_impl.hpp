@@ -377,6 +377,18 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   std::deque<PendingMessage> intake;  // guarded by intake_mu (a deque: a push never moves the others)
   bool intake_posted = false;         // guarded by intake_mu: a DrainIntake is on its way
   void DrainIntake();
+  // A burst of messages taken in together: each one's outcome, its waiting entry once accepted (with
+  // its Session), and which of them are edits or deletions (taken in after the rest are queued).
+  struct Burst {
+    std::deque<PendingMessage> messages;
+    std::vector<Result<Disposition>> results;
+    std::vector<std::unique_ptr<routing::Waiting>> accepted;
+    std::vector<std::shared_ptr<routing::SessionRun>> runs;
+    std::vector<std::size_t> changes;  // ascending
+  };
+  // After the burst's commit: its outcomes answered, its accepted messages queued (their placeholders
+  // posted), its edits and deletions taken in, and its turns started (or posted).
+  void QueueBurst(Burst& burst);
   // The fields every message needs (HandleMessage refuses it at once without them, Start or not).
   static Status CheckInbound(const InboundMessage& m);
   // One message: its disposition, and the waiting entry to queue once the batch is committed.

@@ -78,62 +78,83 @@ void Router::Impl::DrainIntake() {
   // Not before Start has resumed what the store holds from before: a message accepted first would be
   // found there as work of a previous run, and run twice. Start drains what waits.
   if (!started) return;
-  std::deque<PendingMessage> batch;
+  Burst burst;
   {
     std::lock_guard lock(intake_mu);
-    batch.swap(intake);
+    burst.messages.swap(intake);
     intake_posted = false;
   }
-  if (batch.empty()) return;
+  const std::size_t n = burst.messages.size();
+  if (n == 0) return;
   // What was written behind goes first, on its own: a message's acceptance (and a command's or an
   // answer's dedupe key, whose effects go out at once) never waits for, or fails with, that commit.
   ClosePass();
   // One transaction for the burst; a single message needs none of its own beyond the store's.
   bool batched = false;
-  if (batch.size() > 1 && !shutting_down) {
+  if (n > 1 && !shutting_down) {
     if (auto st = store->BeginBatch("accepting messages"); st) {
       batched = true;
     } else {
       Log(LogLevel::warning, "accepting messages one by one: " + st.error().ToString());
     }
   }
-  std::vector<Result<Disposition>> results;
-  std::vector<std::unique_ptr<routing::Waiting>> accepted(batch.size());
+  burst.accepted.resize(n);
+  burst.runs.resize(n);  // each accepted message's Session, as Intake found it (not looked up again)
+  burst.results.reserve(n);
   burst_accepted = 0;
-  // Each accepted message's Session, as Intake found it: not looked up by name again. A Session is
-  // deleted in a strand job of its own, never during this one; `gone` is checked all the same.
-  std::vector<std::shared_ptr<routing::SessionRun>> runs(batch.size());
-  results.reserve(batch.size());
-  for (std::size_t i = 0; i < batch.size(); ++i) {
-    results.push_back(Intake(std::move(batch[i].message), &accepted[i], &runs[i]));
+  for (std::size_t i = 0; i < n; ++i) {
+    InboundMessage& m = burst.messages[i].message;
+    // Edits and deletions are taken in last, once the burst's new messages are queued: one of a
+    // message accepted in this burst then finds it (a platform redelivering after an outage hands
+    // both over at once).
+    if (m.kind != MessageKind::new_message && !shutting_down) {
+      burst.changes.push_back(i);
+      burst.results.push_back(Disposition::ignored);  // decided in QueueBurst
+      continue;
+    }
+    burst.results.push_back(Intake(std::move(m), &burst.accepted[i], &burst.runs[i]));
   }
-  for (std::size_t i = 0; i < batch.size(); ++i) {
-    if (accepted[i] && !runs[i]->gone && runs[i]->accepting > 0) --runs[i]->accepting;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (burst.accepted[i] && !burst.runs[i]->gone && burst.runs[i]->accepting > 0) --burst.runs[i]->accepting;
   }
   if (batched) {
     // The placeholders wait for this commit; a checkpoint due now waits for the next one.
     if (auto st = store->CommitBatch(routing::RouterStore::Checkpoint::later); !st) {
       // Nothing of the burst is in the store: nothing is acknowledged, the platform delivers it again.
-      Log(LogLevel::error, "accepting " + std::to_string(batch.size()) + " messages failed: " + st.error().ToString());
-      for (std::size_t i = 0; i < batch.size(); ++i) {
-        accepted[i].reset();
-        results[i] = Fail(st.error());
+      Log(LogLevel::error, "accepting " + std::to_string(n) + " messages failed: " + st.error().ToString());
+      for (std::size_t i = 0; i < n; ++i) {
+        burst.accepted[i].reset();
+        burst.results[i] = Fail(st.error());
       }
+      burst.changes.clear();  // failed with the rest
     }
   }
-  for (std::size_t i = 0; i < batch.size(); ++i) {
-    if (accepted[i]) Bump(&RouterStats::messages_accepted);
-    if (batch[i].done) batch[i].done(std::move(results[i]));
+  QueueBurst(burst);
+}
+
+void Router::Impl::QueueBurst(Burst& burst) {
+  const std::size_t n = burst.messages.size();
+  for (std::size_t i = 0, c = 0; i < n; ++i) {
+    if (c < burst.changes.size() && burst.changes[c] == i) {
+      ++c;  // answered once taken in, below
+      continue;
+    }
+    if (burst.accepted[i]) Bump(&RouterStats::messages_accepted);
+    if (burst.messages[i].done) burst.messages[i].done(std::move(burst.results[i]));
   }
   // Every placeholder first, then the turns: a turn's start (its store write, Ensure, WaitReady)
   // never holds up the next message's placeholder. When more messages wait by then (a burst handed
   // over while this part of it was taken in), the turns start behind their intake: once (their
   // DrainIntake is queued already), so a steady stream of messages cannot hold them back.
   auto touched = std::make_shared<std::vector<std::shared_ptr<routing::SessionRun>>>();
-  for (std::size_t i = 0; i < batch.size(); ++i) {
-    if (!accepted[i] || runs[i]->gone) continue;
-    Enqueue(*runs[i], std::move(accepted[i]), /*pump=*/false);
-    touched->push_back(std::move(runs[i]));
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!burst.accepted[i] || burst.runs[i]->gone) continue;
+    Enqueue(*burst.runs[i], std::move(burst.accepted[i]), /*pump=*/false);
+    touched->push_back(std::move(burst.runs[i]));
+  }
+  for (std::size_t i : burst.changes) {
+    burst.results[i] = OnEdited(burst.messages[i].message);
+    if (burst.messages[i].done) burst.messages[i].done(std::move(burst.results[i]));
   }
   if (!touched->empty()) {
     // Behind turn starts posted before (a deferred burst's, or the rest of a big one): slots are
@@ -283,40 +304,66 @@ Result<std::string> Router::Impl::SessionOf(const InboundMessage& m, const Threa
 }
 
 Result<Disposition> Router::Impl::OnEdited(const InboundMessage& m) {
-  if (!m.event_id.empty()) {
-    auto seen = store->SeenOrRemember(DedupeKind::event, m.platform + '\x1f' + m.event_id);
-    if (!seen) return Fail(seen.error());
-    if (*seen) return Disposition::duplicate;
-  }
   const bool deleted = m.kind == MessageKind::deleted;
+  // The message it changes: waiting in a Session's queue, or its turn running.
+  routing::SessionRun* holder = nullptr;
+  std::deque<std::unique_ptr<routing::Waiting>>::iterator waiting;
+  std::shared_ptr<routing::TurnRun> running;
   for (auto& [name, s] : sessions) {
-    for (auto it = s->queue.begin(); it != s->queue.end(); ++it) {
-      routing::Waiting& w = **it;
-      if (w.message.chat != m.chat || w.message.message_id != m.message_id) continue;
-      if (deleted) {
-        if (auto st = Withdraw(w); !st) return Fail(st.error());
-        SetLive(w.receipt, "Withdrawn: the message was deleted before its turn started.");
-        s->queue.erase(it);
-        --waiting_total;
-        UpdateReceipts(*s);
-      } else {
-        if (auto st = w.request_id.empty() ? store->UpdateInboxText(w.inbox_id, m.text)
-                                           : store->UpdateUnsentText(w.request_id, m.text);
-            !st) {
-          return Fail(st.error());
-        }
-        w.message.text = m.text;
-        w.message.attachments_text = m.attachments_text;
-        UpdateReceipts(*s);
+    for (auto it = s->queue.begin(); it != s->queue.end() && holder == nullptr; ++it) {
+      if ((*it)->message.chat == m.chat && (*it)->message.message_id == m.message_id) {
+        holder = s.get();
+        waiting = it;
       }
-      return Disposition::accepted;
     }
+    if (holder != nullptr) break;
     if (s->running && s->running->message.chat == m.chat && s->running->message.message_id == m.message_id) {
-      ChangeRunning(s->running, m);
-      return Disposition::accepted;
+      running = s->running;
+      break;
     }
   }
-  return Disposition::ignored;  // not one we hold (already answered, or never ours)
+  // The store first (the event's dedupe key and the waiting message's change, one commit), then what
+  // is in memory: a failed commit changes nothing, and the platform delivers the event again.
+  Result<Disposition> out = Disposition::ignored;  // not one we hold (already answered, or never ours)
+  const Status committed = Durably(deleted ? "taking in a deletion" : "taking in an edit", [&] {
+    if (!m.event_id.empty()) {
+      auto seen = store->SeenOrRemember(DedupeKind::event, m.platform + '\x1f' + m.event_id);
+      if (!seen) {
+        out = Fail(seen.error());
+        return;
+      }
+      if (*seen) {
+        out = Disposition::duplicate;
+        return;
+      }
+    }
+    if (holder == nullptr) {
+      if (running) out = Disposition::accepted;
+      return;
+    }
+    const routing::Waiting& w = **waiting;
+    Status st = deleted                 ? Withdraw(w)
+                : w.request_id.empty() ? store->UpdateInboxText(w.inbox_id, m.text)
+                                        : store->UpdateUnsentText(w.request_id, m.text);
+    out = st ? Result<Disposition>(Disposition::accepted) : Result<Disposition>(Fail(st.error()));
+  });
+  if (!committed) return Fail(committed.error());
+  if (!out || *out != Disposition::accepted) return out;
+  if (running) {
+    ChangeRunning(running, m);
+    return out;
+  }
+  routing::Waiting& w = **waiting;
+  if (deleted) {
+    SetLive(w.receipt, "Withdrawn: the message was deleted before its turn started.");
+    holder->queue.erase(waiting);
+    --waiting_total;
+  } else {
+    w.message.text = m.text;
+    w.message.attachments_text = m.attachments_text;
+  }
+  UpdateReceipts(*holder);
+  return out;
 }
 
 void Router::Impl::ChangeRunning(const std::shared_ptr<routing::TurnRun>& turn, const InboundMessage& m) {
