@@ -477,12 +477,32 @@ struct ChangedBeforeStart {
       bot.router->HandleMessage(change, [this](Result<Disposition> d) { disposition.set_value(std::move(d)); });
     };
   }
+  // Sends `message` and waits until the change was taken in: accepted, and the message's turn was
+  // recorded with its acceptance, before its placeholder went out.
+  void SendAndChange(InboundMessage message) {
+    REQUIRE(*bot.Send(std::move(message)) == Disposition::accepted);
+    auto changed = disposition.get_future();
+    REQUIRE(changed.wait_for(30s) == std::future_status::ready);
+    CHECK(*changed.get() == Disposition::accepted);
+    CHECK(recorded_at_post == 1);
+  }
   const std::string db;
   Bot bot;
   bool handed_over = false;  // on the router's strand only
   std::int64_t recorded_at_post = -1;
   std::promise<Result<Disposition>> disposition;
 };
+
+// The store holds nothing of the first bot's work: the next start neither re-attaches to a turn nor
+// sends a message.
+void CheckNothingLeft(const TempRoot& root, const std::string& script) {
+  CHECK(StoreInt(root.path() + "/router.db", "SELECT count(*) FROM work") == 0);
+  Bot second(root, "script:" + script, false, "second-", Options(root));
+  std::this_thread::sleep_for(500ms);
+  INFO(second.adapter.Dump());
+  CHECK(second.adapter.Ops().empty());
+  CHECK(second.router->Stats().turns_in_flight == 0);
+}
 
 InboundMessage Changed(const std::string& id, MessageKind kind, const std::string& text) {
   InboundMessage m = Msg(id, text);
@@ -499,12 +519,7 @@ TEST_CASE("router: a message deleted between its acceptance and its turn's start
   const std::string script = root.File("reply.json", R"({"turns": [[{"type": "message", "text": "reply to {prompt}"}]]})");
   {
     ChangedBeforeStart first(root, script, Changed("1", MessageKind::deleted, ""));
-    REQUIRE(*first.bot.Send(Msg("1", "the deleted job")) == Disposition::accepted);
-    auto changed = first.disposition.get_future();
-    REQUIRE(changed.wait_for(30s) == std::future_status::ready);
-    CHECK(*changed.get() == Disposition::accepted);
-    // Its turn was recorded with its acceptance, before its placeholder went out.
-    CHECK(first.recorded_at_post == 1);
+    first.SendAndChange(Msg("1", "the deleted job"));
     REQUIRE(first.bot.adapter.WaitForText("Withdrawn: the message was deleted"));
     std::this_thread::sleep_for(300ms);
     INFO(first.bot.adapter.Dump());
@@ -512,13 +527,7 @@ TEST_CASE("router: a message deleted between its acceptance and its turn's start
     CHECK(first.bot.router->Stats().turns_in_flight == 0);
     REQUIRE(first.bot.router->ShutdownAndWait());
   }
-  // The store holds nothing of it: the next start neither re-attaches to it nor sends it.
-  CHECK(StoreInt(root.path() + "/router.db", "SELECT count(*) FROM work") == 0);
-  Bot second(root, "script:" + script, false, "second-", Options(root));
-  std::this_thread::sleep_for(500ms);
-  INFO(second.adapter.Dump());
-  CHECK(second.adapter.Ops().empty());
-  CHECK(second.router->Stats().turns_in_flight == 0);
+  CheckNothingLeft(root, script);
 }
 
 TEST_CASE("router: a message edited between its acceptance and its turn's start runs as edited, once",
@@ -527,11 +536,7 @@ TEST_CASE("router: a message edited between its acceptance and its turn's start 
   const std::string script = root.File("reply.json", R"({"turns": [[{"type": "message", "text": "reply to {prompt}"}]]})");
   {
     ChangedBeforeStart first(root, script, Changed("1", MessageKind::edited, "the edited job"));
-    REQUIRE(*first.bot.Send(Msg("1", "the first draft")) == Disposition::accepted);
-    auto changed = first.disposition.get_future();
-    REQUIRE(changed.wait_for(30s) == std::future_status::ready);
-    CHECK(*changed.get() == Disposition::accepted);
-    CHECK(first.recorded_at_post == 1);
+    first.SendAndChange(Msg("1", "the first draft"));
     REQUIRE(first.bot.WaitDelivered(1));
     std::this_thread::sleep_for(300ms);
     INFO(first.bot.adapter.Dump());
@@ -539,11 +544,7 @@ TEST_CASE("router: a message edited between its acceptance and its turn's start 
     CHECK(first.bot.adapter.CountMessagesWith("the first draft") == 0);
     REQUIRE(first.bot.router->ShutdownAndWait());
   }
-  CHECK(StoreInt(root.path() + "/router.db", "SELECT count(*) FROM work") == 0);
-  Bot second(root, "script:" + script, false, "second-", Options(root));
-  std::this_thread::sleep_for(500ms);
-  INFO(second.adapter.Dump());
-  CHECK(second.adapter.Ops().empty());
+  CheckNothingLeft(root, script);
 }
 
 TEST_CASE("router: messages accepted as turns whose start a stop came before run after the restart, once each",
