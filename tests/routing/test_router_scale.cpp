@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -145,4 +146,44 @@ TEST_CASE("router: a message whose turn start waits behind an intake does not co
   INFO(run.rig.adapter.Dump());
   CHECK(run.second_disposition == int(Disposition::accepted));
   CHECK(run.rig.adapter.FindMessage("Too many messages").empty());
+}
+
+TEST_CASE("router: the rest of a big burst takes its slots before a later burst's messages", "[routing][router]") {
+  // Message 0 goes in; from inside its placeholder post, 40 more (a burst of 40 Sessions, past one
+  // slice of 32 starts) are handed over, and from inside the first of their placeholders, message 41.
+  // Slots: 41, so message 41 is the one left waiting for a slot (until message 0's turn ends), not one
+  // of the burst's last 8, whose turns were recorded with their acceptance, each counting on its slot.
+  constexpr int kBurst = 40;
+  TempRoot root;
+  const std::string script = root.File("slow.json", R"({"turns": [[{"type": "sleep", "ms": 1500},
+      {"type": "message", "text": "reply to {prompt}"}]]})");
+  std::mutex mu;
+  std::vector<std::string> ensured;  // each Session's first turn start, in order
+  Rig rig(
+      root, ThreadedCaps(), "script:" + script, [](RouterOptions& o) { o.max_in_flight = kBurst + 1; }, {},
+      [&](std::unique_ptr<SessionBackend> inner) {
+        return std::make_unique<EnsureLog>(std::move(inner), [&](const std::string& line) {
+          std::lock_guard lock(mu);
+          ensured.push_back(line);
+        });
+      });
+  int posts = 0;  // on the router's strand only
+  rig.adapter.on_send = [&](const SentOp& op) {
+    if (op.kind != "post") return;
+    if (++posts == 1) {  // message 0's placeholder
+      for (int i = 1; i <= kBurst; ++i) {
+        rig.router->HandleMessage(Msg(std::to_string(i), "job " + std::to_string(i), "T" + std::to_string(i)));
+      }
+    } else if (posts == 2) {  // the burst's first placeholder
+      rig.router->HandleMessage(Msg("41", "job 41", "T41"));
+    }
+  };
+  REQUIRE(*rig.Send(Msg("0", "job 0", "T0")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(kBurst + 2, 120s));
+  INFO(rig.adapter.Dump());
+  std::lock_guard lock(mu);
+  for (const auto& line : ensured) UNSCOPED_INFO(line);
+  REQUIRE(ensured.size() == static_cast<std::size_t>(kBurst + 2));
+  CHECK(ensured.back() == "ensure " + SessionName("chat", "slack", "test-owner", "C1", "T41"));
+  CHECK(rig.router->Stats().replies_delivered == kBurst + 2);
 }
