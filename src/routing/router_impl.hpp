@@ -440,6 +440,7 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   std::deque<StartList> start_lists;  // turns still to start, oldest first, a slice per strand job
   bool starts_posted = false;         // a job of PostStarts is on its way
   void PostStarts();
+  void StartOldestSlice();  // a slice of start_lists' head; a job for the rest
   std::string NewRequestId();
   // The turn's start in the store (not committed: the caller's Durably commits it).
   Status RecordTurn(const routing::SessionRun& s, const routing::Waiting& w, const std::string& request_id);

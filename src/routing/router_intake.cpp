@@ -187,7 +187,7 @@ Result<Disposition> Router::Impl::Intake(InboundMessage&& m, std::unique_ptr<rou
     return Fail(Errc::unavailable, "the router is shutting down; the platform should deliver the message again");
   }
   // CheckInbound ran in HandleMessage, the only way in.
-  if (m.kind != MessageKind::new_message) return OnEdited(m);
+  // Edits and deletions never come here: QueueBurst takes them in (OnEdited).
   const routing::RouteMatch match = matcher.Match(m);
   if (!match.warning.empty()) Log(LogLevel::warning, match.warning);
   if (match.route == nullptr) {

@@ -195,12 +195,9 @@ std::size_t Router::Impl::StartSlice(const SessionRuns& runs, std::size_t from) 
 }
 
 void Router::Impl::StartQueued(std::shared_ptr<const SessionRuns> runs) {
-  const std::size_t next = StartSlice(*runs, 0);
-  // The rest first: no later list is queued (DrainIntake posts behind them when one is).
-  if (next < runs->size()) {
-    start_lists.push_front(StartList{std::move(runs), next});
-    PostStarts();
-  }
+  // Nothing is queued before it (DrainIntake posts behind the lists when one is): its first slice now.
+  start_lists.push_front(StartList{std::move(runs), 0});
+  StartOldestSlice();
   PublishGauges();
 }
 
@@ -209,18 +206,22 @@ void Router::Impl::PostStartQueued(std::shared_ptr<const SessionRuns> runs) {
   PostStarts();
 }
 
+void Router::Impl::StartOldestSlice() {
+  // One slice of the oldest list: its rest stays first, so slots go in the order messages came.
+  StartList head = std::move(start_lists.front());
+  start_lists.pop_front();
+  head.from = StartSlice(*head.runs, head.from);
+  if (head.from < head.runs->size()) start_lists.push_front(std::move(head));
+  if (!start_lists.empty()) PostStarts();
+}
+
 void Router::Impl::PostStarts() {
   if (starts_posted) return;
   starts_posted = true;
   Run([](Impl& r) {
     r.starts_posted = false;
     if (r.start_lists.empty()) return;
-    // One slice of the oldest list: its rest stays first, so slots go in the order messages came.
-    StartList head = std::move(r.start_lists.front());
-    r.start_lists.pop_front();
-    head.from = r.StartSlice(*head.runs, head.from);
-    if (head.from < head.runs->size()) r.start_lists.push_front(std::move(head));
-    if (!r.start_lists.empty()) r.PostStarts();
+    r.StartOldestSlice();
     r.PublishGauges();
   });
 }
