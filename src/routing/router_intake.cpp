@@ -322,12 +322,15 @@ Result<Disposition> Router::Impl::OnEdited(const InboundMessage& m) {
       break;
     }
   }
-  // The store first (the event's dedupe key and the waiting message's change, one commit), then what
-  // is in memory: a failed commit changes nothing, and the platform delivers the event again.
+  // The store first (the waiting message's change, then the event's dedupe key, one commit), then
+  // what is in memory: a failed commit changes nothing, and the platform delivers the event again.
+  // The key goes last: a change the store refused leaves no key behind, so that redelivery is taken
+  // in, not dropped as a duplicate.
+  const std::string key = m.event_id.empty() ? std::string() : m.platform + '\x1f' + m.event_id;
   Result<Disposition> out = Disposition::ignored;  // not one we hold (already answered, or never ours)
   const Status committed = Durably(deleted ? "taking in a deletion" : "taking in an edit", [&] {
-    if (!m.event_id.empty()) {
-      auto seen = store->SeenOrRemember(DedupeKind::event, m.platform + '\x1f' + m.event_id);
+    if (!key.empty()) {
+      auto seen = store->Seen(DedupeKind::event, key);
       if (!seen) {
         out = Fail(seen.error());
         return;
@@ -337,15 +340,27 @@ Result<Disposition> Router::Impl::OnEdited(const InboundMessage& m) {
         return;
       }
     }
-    if (holder == nullptr) {
-      if (running) out = Disposition::accepted;
-      return;
+    if (holder != nullptr) {
+      const routing::Waiting& w = **waiting;
+      Status st = deleted                 ? Withdraw(w)
+                  : w.request_id.empty() ? store->UpdateInboxText(w.inbox_id, m.text)
+                                          : store->UpdateUnsentText(w.request_id, m.text);
+      if (!st) {
+        out = Fail(st.error());  // it wrote nothing: nor does the key
+        return;
+      }
+      out = Disposition::accepted;
+    } else if (running) {
+      out = Disposition::accepted;
     }
-    const routing::Waiting& w = **waiting;
-    Status st = deleted                 ? Withdraw(w)
-                : w.request_id.empty() ? store->UpdateInboxText(w.inbox_id, m.text)
-                                        : store->UpdateUnsentText(w.request_id, m.text);
-    out = st ? Result<Disposition>(Disposition::accepted) : Result<Disposition>(Fail(st.error()));
+    // A key that cannot be remembered (a failed read; a failed write spoils the commit) leaves the
+    // change to stand: a redelivery applies it again, which changes nothing more.
+    if (!key.empty()) {
+      if (auto remembered = store->SeenOrRemember(DedupeKind::event, key); !remembered) {
+        Log(LogLevel::warning, "remembering " + std::string(deleted ? "deletion" : "edit") + " event " + m.event_id +
+                                   " failed: " + remembered.error().ToString());
+      }
+    }
   });
   if (!committed) return Fail(committed.error());
   if (!out || *out != Disposition::accepted) return out;

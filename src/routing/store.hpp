@@ -219,6 +219,8 @@ class RouterStore {
   // Dedupe keys, bounded per kind by limits().dedupe_per_kind (the oldest remembered evicted first).
   // True when the key was there already; otherwise it is remembered and the answer is false.
   Result<bool> SeenOrRemember(DedupeKind kind, std::string_view key);
+  // Whether the key is remembered; writes nothing (to remember it only once what it stands for is in).
+  Result<bool> Seen(DedupeKind kind, std::string_view key);
   Result<bool> Forget(DedupeKind kind, std::string_view key);  // true when it was there
 
   // A batch: the store's calls until CommitBatch are one transaction, so a burst of messages costs

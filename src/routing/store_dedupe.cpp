@@ -122,6 +122,12 @@ Result<bool> RouterStore::SeenOrRemember(DedupeKind kind, std::string_view key) 
   return false;
 }
 
+Result<bool> RouterStore::Seen(DedupeKind kind, std::string_view key) {
+  auto seen = FindKey(kind, key, KeyRows::Hash(key));
+  if (!seen) return Fail(seen.error());
+  return seen->has_value();
+}
+
 Result<bool> RouterStore::Forget(DedupeKind kind, std::string_view key) {
   const std::uint64_t hash = KeyRows::Hash(key);
   auto seq = FindKey(kind, key, hash);

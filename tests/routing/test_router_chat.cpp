@@ -13,6 +13,7 @@
 
 #include "router_rig.hpp"
 #include "sessionturn/render.hpp"
+#include "test_store_support.hpp"
 
 using namespace router_test;
 
@@ -196,6 +197,52 @@ TEST_CASE("router: a waiting message edited or deleted in the chat is changed or
   // The redelivered edit is a duplicate; an edit of a message we never had is ignored.
   CHECK(*rig.Send(Edited("2", "again", "ev-e2")) == Disposition::duplicate);
   CHECK(*rig.Send(Edited("99", "unknown", "ev-e99")) == Disposition::ignored);
+  REQUIRE(rig.WaitDelivered(2));
+  CHECK(rig.adapter.WaitForText("Withdrawn: the message was deleted"));
+  std::this_thread::sleep_for(300ms);
+  CHECK(rig.router->Stats().replies_delivered == 2);
+  const std::string two = rig.adapter.FindMessage("two: ");
+  REQUIRE_FALSE(two.empty());
+  CHECK(rig.adapter.Text(two).find("second, edited") != std::string::npos);
+  CHECK(rig.adapter.FindMessage("third").empty());
+}
+
+TEST_CASE("router: an edit or a deletion whose store write fails changes nothing, and its redelivery does",
+          "[routing][router]") {
+  TempRoot root;
+  const std::string script = root.File("slow.json", R"({"turns": [[{"type": "sleep", "ms": 1500},
+      {"type": "message", "text": "one: {prompt}"}], [{"type": "message", "text": "two: {prompt}"}]]})");
+  Rig rig(root, ThreadedCaps(), "script:" + script);
+  REQUIRE(*rig.Send(Msg("1", "first")) == Disposition::accepted);
+  REQUIRE(*rig.Send(Msg("2", "second")) == Disposition::accepted);
+  REQUIRE(*rig.Send(Msg("3", "third")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("Queued \u2014 position 2"));
+  const std::string file = root.path() + "/router.db";
+  {
+    // The waiting messages' rows refuse the change (the running turn's own writes go through).
+    store_test::RawDb raw(file);
+    raw.Exec("CREATE TRIGGER fail_edit BEFORE UPDATE OF edited_text ON work "
+             "BEGIN SELECT RAISE(ABORT, 'injected edit failure'); END");
+    raw.Exec("CREATE TRIGGER fail_withdraw BEFORE DELETE ON work WHEN OLD.request_id IS NULL "
+             "BEGIN SELECT RAISE(ABORT, 'injected deletion failure'); END");
+  }
+  // Refused with the reason, so the platform delivers them again; nothing of them is kept (not their
+  // dedupe keys either: the redeliveries below are not duplicates).
+  auto edit = rig.Send(Edited("2", "second, edited", "ev-e2"));
+  REQUIRE_FALSE(edit);
+  CHECK_THAT(edit.error().message, Catch::Contains("injected edit failure"));
+  auto deletion = rig.Send(Deleted("3", "ev-d3"));
+  REQUIRE_FALSE(deletion);
+  CHECK_THAT(deletion.error().message, Catch::Contains("injected deletion failure"));
+  CHECK(TextsWith(rig.adapter, "Withdrawn").empty());
+  CHECK(TextsWith(rig.adapter, "Queued \u2014 position 2").size() == 1);  // message 3 still waits
+  {
+    store_test::RawDb raw(file);
+    raw.Exec("DROP TRIGGER fail_edit");
+    raw.Exec("DROP TRIGGER fail_withdraw");
+  }
+  REQUIRE(*rig.Send(Edited("2", "second, edited", "ev-e2")) == Disposition::accepted);
+  REQUIRE(*rig.Send(Deleted("3", "ev-d3")) == Disposition::accepted);
   REQUIRE(rig.WaitDelivered(2));
   CHECK(rig.adapter.WaitForText("Withdrawn: the message was deleted"));
   std::this_thread::sleep_for(300ms);
