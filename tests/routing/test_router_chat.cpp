@@ -210,7 +210,7 @@ TEST_CASE("router: a waiting message edited or deleted in the chat is changed or
 TEST_CASE("router: an edit or a deletion whose store write fails changes nothing, and its redelivery does",
           "[routing][router]") {
   TempRoot root;
-  const std::string script = root.File("slow.json", R"({"turns": [[{"type": "sleep", "ms": 1500},
+  const std::string script = root.File("slow.json", R"({"turns": [[{"type": "sleep", "ms": 3000},
       {"type": "message", "text": "one: {prompt}"}], [{"type": "message", "text": "two: {prompt}"}]]})");
   Rig rig(root, ThreadedCaps(), "script:" + script);
   REQUIRE(*rig.Send(Msg("1", "first")) == Disposition::accepted);

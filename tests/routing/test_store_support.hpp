@@ -81,7 +81,10 @@ inline InboundMessage Message(std::string text, std::string id = "1790000001.000
 // SQLite's, so this one may read and write).
 class RawDb {
  public:
-  explicit RawDb(const std::string& path) { REQUIRE(sqlite3_open(path.c_str(), &db_) == SQLITE_OK); }
+  explicit RawDb(const std::string& path) {
+    REQUIRE(sqlite3_open(path.c_str(), &db_) == SQLITE_OK);
+    sqlite3_busy_timeout(db_, 10000);  // a store in use (a Router's) may hold the write lock a moment
+  }
   ~RawDb() { sqlite3_close(db_); }
   RawDb(const RawDb&) = delete;
   RawDb& operator=(const RawDb&) = delete;
