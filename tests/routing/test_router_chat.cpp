@@ -182,41 +182,55 @@ TEST_CASE("router: hostile texts and names never start a prompt", "[routing][rou
   }
 }
 
+namespace {
+
+// A thread whose first message's turn sleeps `sleep_ms` before it answers ("one: ..."), and whose next
+// ones answer at once ("two: ..."): messages 1, 2 and 3 are sent, 1 runs, 2 and 3 wait in the router's
+// queue.
+struct ThreeWaiting {
+  ThreeWaiting(TempRoot& root, int sleep_ms)
+      : rig(root, ThreadedCaps(),
+            "script:" + root.File("slow.json", R"({"turns": [[{"type": "sleep", "ms": )" + std::to_string(sleep_ms) +
+                                                   R"(}, {"type": "message", "text": "one: {prompt}"}],
+                [{"type": "message", "text": "two: {prompt}"}]]})")) {
+    REQUIRE(*rig.Send(Msg("1", "first")) == Disposition::accepted);
+    REQUIRE(*rig.Send(Msg("2", "second")) == Disposition::accepted);
+    REQUIRE(*rig.Send(Msg("3", "third")) == Disposition::accepted);
+    REQUIRE(rig.adapter.WaitForText("Queued \u2014 position 2"));
+  }
+  // Message 2 was edited to "second, edited" and 3 deleted: two replies in all, 2's to the new text,
+  // none for 3, whose receipt says it was withdrawn.
+  void CheckEditedAndWithdrawn() {
+    REQUIRE(rig.WaitDelivered(2));
+    CHECK(rig.adapter.WaitForText("Withdrawn: the message was deleted"));
+    std::this_thread::sleep_for(300ms);
+    CHECK(rig.router->Stats().replies_delivered == 2);
+    const std::string two = rig.adapter.FindMessage("two: ");
+    REQUIRE_FALSE(two.empty());
+    CHECK(rig.adapter.Text(two).find("second, edited") != std::string::npos);
+    CHECK(rig.adapter.FindMessage("third").empty());
+  }
+  Rig rig;
+};
+
+}  // namespace
+
 TEST_CASE("router: a waiting message edited or deleted in the chat is changed or withdrawn in the router's queue",
           "[routing][router]") {
   TempRoot root;
-  const std::string script = root.File("slow.json", R"({"turns": [[{"type": "sleep", "ms": 1500},
-      {"type": "message", "text": "one: {prompt}"}], [{"type": "message", "text": "two: {prompt}"}]]})");
-  Rig rig(root, ThreadedCaps(), "script:" + script);
-  REQUIRE(*rig.Send(Msg("1", "first")) == Disposition::accepted);
-  REQUIRE(*rig.Send(Msg("2", "second")) == Disposition::accepted);
-  REQUIRE(*rig.Send(Msg("3", "third")) == Disposition::accepted);
-  REQUIRE(rig.adapter.WaitForText("Queued \u2014 position 2"));
-  REQUIRE(*rig.Send(Edited("2", "second, edited", "ev-e2")) == Disposition::accepted);
-  REQUIRE(*rig.Send(Deleted("3", "ev-d3")) == Disposition::accepted);
+  ThreeWaiting t(root, 1500);
+  REQUIRE(*t.rig.Send(Edited("2", "second, edited", "ev-e2")) == Disposition::accepted);
+  REQUIRE(*t.rig.Send(Deleted("3", "ev-d3")) == Disposition::accepted);
   // The redelivered edit is a duplicate; an edit of a message we never had is ignored.
-  CHECK(*rig.Send(Edited("2", "again", "ev-e2")) == Disposition::duplicate);
-  CHECK(*rig.Send(Edited("99", "unknown", "ev-e99")) == Disposition::ignored);
-  REQUIRE(rig.WaitDelivered(2));
-  CHECK(rig.adapter.WaitForText("Withdrawn: the message was deleted"));
-  std::this_thread::sleep_for(300ms);
-  CHECK(rig.router->Stats().replies_delivered == 2);
-  const std::string two = rig.adapter.FindMessage("two: ");
-  REQUIRE_FALSE(two.empty());
-  CHECK(rig.adapter.Text(two).find("second, edited") != std::string::npos);
-  CHECK(rig.adapter.FindMessage("third").empty());
+  CHECK(*t.rig.Send(Edited("2", "again", "ev-e2")) == Disposition::duplicate);
+  CHECK(*t.rig.Send(Edited("99", "unknown", "ev-e99")) == Disposition::ignored);
+  t.CheckEditedAndWithdrawn();
 }
 
 TEST_CASE("router: an edit or a deletion whose store write fails changes nothing, and its redelivery does",
           "[routing][router]") {
   TempRoot root;
-  const std::string script = root.File("slow.json", R"({"turns": [[{"type": "sleep", "ms": 3000},
-      {"type": "message", "text": "one: {prompt}"}], [{"type": "message", "text": "two: {prompt}"}]]})");
-  Rig rig(root, ThreadedCaps(), "script:" + script);
-  REQUIRE(*rig.Send(Msg("1", "first")) == Disposition::accepted);
-  REQUIRE(*rig.Send(Msg("2", "second")) == Disposition::accepted);
-  REQUIRE(*rig.Send(Msg("3", "third")) == Disposition::accepted);
-  REQUIRE(rig.adapter.WaitForText("Queued \u2014 position 2"));
+  ThreeWaiting t(root, 3000);
   const std::string file = root.path() + "/router.db";
   {
     // The waiting messages' rows refuse the change (the running turn's own writes go through).
@@ -228,29 +242,22 @@ TEST_CASE("router: an edit or a deletion whose store write fails changes nothing
   }
   // Refused with the reason, so the platform delivers them again; nothing of them is kept (not their
   // dedupe keys either: the redeliveries below are not duplicates).
-  auto edit = rig.Send(Edited("2", "second, edited", "ev-e2"));
+  auto edit = t.rig.Send(Edited("2", "second, edited", "ev-e2"));
   REQUIRE_FALSE(edit);
   CHECK_THAT(edit.error().message, Catch::Contains("injected edit failure"));
-  auto deletion = rig.Send(Deleted("3", "ev-d3"));
+  auto deletion = t.rig.Send(Deleted("3", "ev-d3"));
   REQUIRE_FALSE(deletion);
   CHECK_THAT(deletion.error().message, Catch::Contains("injected deletion failure"));
-  CHECK(TextsWith(rig.adapter, "Withdrawn").empty());
-  CHECK(TextsWith(rig.adapter, "Queued \u2014 position 2").size() == 1);  // message 3 still waits
+  CHECK(TextsWith(t.rig.adapter, "Withdrawn").empty());
+  CHECK(TextsWith(t.rig.adapter, "Queued \u2014 position 2").size() == 1);  // message 3 still waits
   {
     store_test::RawDb raw(file);
     raw.Exec("DROP TRIGGER fail_edit");
     raw.Exec("DROP TRIGGER fail_withdraw");
   }
-  REQUIRE(*rig.Send(Edited("2", "second, edited", "ev-e2")) == Disposition::accepted);
-  REQUIRE(*rig.Send(Deleted("3", "ev-d3")) == Disposition::accepted);
-  REQUIRE(rig.WaitDelivered(2));
-  CHECK(rig.adapter.WaitForText("Withdrawn: the message was deleted"));
-  std::this_thread::sleep_for(300ms);
-  CHECK(rig.router->Stats().replies_delivered == 2);
-  const std::string two = rig.adapter.FindMessage("two: ");
-  REQUIRE_FALSE(two.empty());
-  CHECK(rig.adapter.Text(two).find("second, edited") != std::string::npos);
-  CHECK(rig.adapter.FindMessage("third").empty());
+  REQUIRE(*t.rig.Send(Edited("2", "second, edited", "ev-e2")) == Disposition::accepted);
+  REQUIRE(*t.rig.Send(Deleted("3", "ev-d3")) == Disposition::accepted);
+  t.CheckEditedAndWithdrawn();
 }
 
 namespace {
