@@ -372,6 +372,7 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
         : message(std::move(m)), done(std::move(d)) {}
     InboundMessage message;
     std::function<void(Result<Disposition>)> done;
+    bool alone = false;  // a command, an answer or a refusal: taken in outside any batch (Take)
   };
   std::mutex intake_mu;
   std::deque<PendingMessage> intake;  // guarded by intake_mu (a deque: a push never moves the others)
@@ -386,16 +387,26 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
     std::vector<std::shared_ptr<routing::SessionRun>> runs;
     std::vector<std::size_t> changes;  // ascending
   };
+  // Takes messages from the front of `pending` into `burst`, in one transaction, up to (not with) the
+  // first that must be taken in alone, or that one alone when it is at the front; commits them. A
+  // failed commit refuses the burst (the platform delivers it again) and is returned.
+  Status TakeBurst(std::deque<PendingMessage>& pending, Burst& burst);
   // After the burst's commit: its outcomes answered, its accepted messages queued (their placeholders
-  // posted), its edits and deletions taken in, and its turns started (or posted).
-  void QueueBurst(Burst& burst);
+  // posted), its edits and deletions taken in, and its turns started (or posted, when `more` of the
+  // intake waits).
+  void QueueBurst(Burst& burst, bool more);
   // The fields every message needs (HandleMessage refuses it at once without them, Start or not).
   static Status CheckInbound(const InboundMessage& m);
   // One message: its disposition, and the waiting entry to queue once the batch is committed.
   // An accepted message moves out of `message` into `accepted`, with its Session in `run`; any other
   // outcome leaves `message` as it was.
+  // Inside a burst's batch, `alone` is given: a message whose effects go out at once
+  // (a command, an answer, a refusal) then sets it and does nothing, to be taken in again outside it.
   Result<Disposition> Intake(InboundMessage&& message, std::unique_ptr<routing::Waiting>* accepted,
-                             std::shared_ptr<routing::SessionRun>* run);
+                             std::shared_ptr<routing::SessionRun>* run, bool* alone);
+  // Intake's part once the message matched `route`.
+  Result<Disposition> Take(InboundMessage& message, std::size_t route, std::unique_ptr<routing::Waiting>* accepted,
+                           std::shared_ptr<routing::SessionRun>* run, bool* alone);
   std::size_t burst_accepted = 0;  // messages the DrainIntake under way accepted so far
   // Whether a message accepted now for `s` will surely take a slot at its burst's StartQueued (its
   // Session idle with nothing ahead of it, every message waiting or accepted before it fits in the

@@ -78,61 +78,104 @@ void Router::Impl::DrainIntake() {
   // Not before Start has resumed what the store holds from before: a message accepted first would be
   // found there as work of a previous run, and run twice. Start drains what waits.
   if (!started) return;
-  Burst burst;
+  std::deque<PendingMessage> pending;
   {
     std::lock_guard lock(intake_mu);
-    burst.messages.swap(intake);
+    pending.swap(intake);
     intake_posted = false;
   }
-  const std::size_t n = burst.messages.size();
-  if (n == 0) return;
+  if (pending.empty()) return;
+  // The messages in bursts, each committed before the next is taken in: a burst ends before a
+  // message whose effects go out at once (a command, an answer, a refusal), which is taken in on its
+  // own. So nothing that went out to the chat or into memory can be rolled back with a burst's commit
+  // (to run a second time when the platform delivers it again), and each message finds the chat as
+  // the messages before it left it (a `new` switches the next message's Session).
+  while (!pending.empty()) {
+    Burst burst;
+    if (Status taken = TakeBurst(pending, burst); !taken) {
+      // A failed commit refuses the rest unseen: the platform delivers them again, in their order.
+      if (!pending.empty()) {
+        Log(LogLevel::warning, std::to_string(pending.size()) + " message(s) handed over after them were refused "
+                               "too, unseen, for the platform to deliver again in their order");
+      }
+      for (PendingMessage& p : pending) {
+        if (p.done) {
+          p.done(Fail(taken.error().code, "not taken in, so that the platform delivers it again in its order: a "
+                                          "message before it could not be stored: " + taken.error().message));
+        }
+      }
+      pending.clear();
+    }
+    QueueBurst(burst, /*more=*/!pending.empty());
+  }
+}
+
+Status Router::Impl::TakeBurst(std::deque<PendingMessage>& pending, Burst& burst) {
   // What was written behind goes first, on its own: a message's acceptance (and a command's or an
   // answer's dedupe key, whose effects go out at once) never waits for, or fails with, that commit.
   ClosePass();
-  // One transaction for the burst; a single message needs none of its own beyond the store's.
+  // One transaction for the burst; a single message, or one taken in alone, needs none of its own
+  // beyond the store's.
   bool batched = false;
-  if (n > 1 && !shutting_down) {
+  if (pending.size() > 1 && !pending.front().alone && !shutting_down) {
     if (auto st = store->BeginBatch("accepting messages"); st) {
       batched = true;
     } else {
       Log(LogLevel::warning, "accepting messages one by one: " + st.error().ToString());
     }
   }
-  burst.accepted.resize(n);
-  burst.runs.resize(n);  // each accepted message's Session, as Intake found it (not looked up again)
-  burst.results.reserve(n);
   burst_accepted = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    InboundMessage& m = burst.messages[i].message;
-    // Edits and deletions are taken in last, once the burst's new messages are queued: one of a
-    // message accepted in this burst then finds it (a platform redelivering after an outage hands
-    // both over at once).
-    if (m.kind != MessageKind::new_message && !shutting_down) {
+  burst.results.reserve(pending.size());
+  burst.accepted.reserve(pending.size());
+  burst.runs.reserve(pending.size());
+  while (!pending.empty()) {
+    PendingMessage& p = pending.front();
+    const std::size_t i = burst.messages.size();
+    burst.accepted.emplace_back();
+    burst.runs.emplace_back();
+    if (p.message.kind != MessageKind::new_message && !shutting_down) {
+      // Edits and deletions are taken in last, once the burst's new messages are queued: one of a
+      // message accepted in this burst then finds it (a platform redelivering after an outage hands
+      // both over at once).
       burst.changes.push_back(i);
       burst.results.push_back(Disposition::ignored);  // decided in QueueBurst
-      continue;
+    } else {
+      const bool alone = p.alone;
+      Result<Disposition> result =
+          Intake(std::move(p.message), &burst.accepted[i], &burst.runs[i], batched ? &p.alone : nullptr);
+      if (p.alone && !alone) {
+        // Its effects go out at once: it is taken in on its own, once the batch is committed.
+        burst.accepted.pop_back();
+        burst.runs.pop_back();
+        break;
+      }
+      burst.results.push_back(std::move(result));
     }
-    burst.results.push_back(Intake(std::move(m), &burst.accepted[i], &burst.runs[i]));
+    burst.messages.push_back(std::move(p));
+    pending.pop_front();
+    if (burst.messages.back().alone) break;  // the rest, in a batch of their own
   }
+  const std::size_t n = burst.messages.size();
   for (std::size_t i = 0; i < n; ++i) {
     if (burst.accepted[i] && !burst.runs[i]->gone && burst.runs[i]->accepting > 0) --burst.runs[i]->accepting;
   }
-  if (batched) {
-    // The placeholders wait for this commit; a checkpoint due now waits for the next one.
-    if (auto st = store->CommitBatch(routing::RouterStore::Checkpoint::later); !st) {
-      // Nothing of the burst is in the store: nothing is acknowledged, the platform delivers it again.
-      Log(LogLevel::error, "accepting " + std::to_string(n) + " messages failed: " + st.error().ToString());
-      for (std::size_t i = 0; i < n; ++i) {
-        burst.accepted[i].reset();
-        burst.results[i] = Fail(st.error());
-      }
-      burst.changes.clear();  // failed with the rest
+  if (!batched) return {};
+  // The placeholders wait for this commit; a checkpoint due now waits for the next one.
+  if (auto st = store->CommitBatch(routing::RouterStore::Checkpoint::later); !st) {
+    // Nothing of the burst is in the store: nothing is acknowledged, the platform delivers it again.
+    Log(LogLevel::error, "accepting " + std::to_string(n) + (n == 1 ? " message" : " messages") +
+                             " failed: " + st.error().ToString());
+    for (std::size_t i = 0; i < n; ++i) {
+      burst.accepted[i].reset();
+      burst.results[i] = Fail(st.error());
     }
+    burst.changes.clear();  // failed with the rest
+    return st;
   }
-  QueueBurst(burst);
+  return {};
 }
 
-void Router::Impl::QueueBurst(Burst& burst) {
+void Router::Impl::QueueBurst(Burst& burst, bool more) {
   const std::size_t n = burst.messages.size();
   for (std::size_t i = 0, c = 0; i < n; ++i) {
     if (c < burst.changes.size() && burst.changes[c] == i) {
@@ -143,9 +186,9 @@ void Router::Impl::QueueBurst(Burst& burst) {
     if (burst.messages[i].done) burst.messages[i].done(std::move(burst.results[i]));
   }
   // Every placeholder first, then the turns: a turn's start (its store write, Ensure, WaitReady)
-  // never holds up the next message's placeholder. When more messages wait by then (a burst handed
-  // over while this part of it was taken in), the turns start behind their intake: once (their
-  // DrainIntake is queued already), so a steady stream of messages cannot hold them back.
+  // never holds up the next message's placeholder. When more messages wait by then (the rest of this
+  // intake, or a burst handed over while this one was taken in), the turns start behind their intake:
+  // once (their DrainIntake is queued already), so a steady stream of messages cannot hold them back.
   auto touched = std::make_shared<std::vector<std::shared_ptr<routing::SessionRun>>>();
   for (std::size_t i = 0; i < n; ++i) {
     if (!burst.accepted[i] || burst.runs[i]->gone) continue;
@@ -159,7 +202,7 @@ void Router::Impl::QueueBurst(Burst& burst) {
   if (!touched->empty()) {
     // Behind turn starts posted before (a deferred burst's, or the rest of a big one): slots are
     // taken in the order the messages came.
-    if (IntakeWaiting() || !start_lists.empty()) {
+    if (more || IntakeWaiting() || !start_lists.empty()) {
       PostStartQueued(std::move(touched));
     } else {
       StartQueued(std::move(touched));
@@ -182,21 +225,32 @@ Status Router::Impl::CheckInbound(const InboundMessage& m) {
 }
 
 Result<Disposition> Router::Impl::Intake(InboundMessage&& m, std::unique_ptr<routing::Waiting>* accepted,
-                                         std::shared_ptr<routing::SessionRun>* run) {
+                                         std::shared_ptr<routing::SessionRun>* run, bool* alone) {
   if (shutting_down) {
     return Fail(Errc::unavailable, "the router is shutting down; the platform should deliver the message again");
   }
   // CheckInbound ran in HandleMessage, the only way in.
   // Edits and deletions never come here: QueueBurst takes them in (OnEdited).
   const routing::RouteMatch match = matcher.Match(m);
-  if (!match.warning.empty()) Log(LogLevel::warning, match.warning);
   if (match.route == nullptr) {
+    if (!match.warning.empty()) Log(LogLevel::warning, match.warning);
     Log(LogLevel::debug, "message " + m.message_id + " in chat " + m.chat + " matched no route: " + match.reason);
     return Disposition::ignored;
   }
-  const std::size_t route = match.index;
+  Result<Disposition> out = Take(m, match.index, accepted, run, alone);
+  // Once, by the call that takes it in (not by one that sends it back to be taken in alone).
+  if (!match.warning.empty() && (alone == nullptr || !*alone)) Log(LogLevel::warning, match.warning);
+  return out;
+}
+
+Result<Disposition> Router::Impl::Take(InboundMessage& m, std::size_t route,
+                                       std::unique_ptr<routing::Waiting>* accepted,
+                                       std::shared_ptr<routing::SessionRun>* run, bool* alone) {
   const auto keys = KeysOf(m);
-  // Commands, answers and refusals never reach a Session; a redelivered one must not run twice.
+  // Commands, answers and refusals never reach a Session; a redelivered one must not run twice. Their
+  // effects go out at once, so none is taken in inside a batch that holds other messages, whose
+  // commit could still fail (and the platform deliver it again, to run a second time): that batch
+  // sends it back (`alone`), to be taken in on its own once the batch is committed.
   auto seen = [&]() -> Result<bool> {
     bool any = false;
     for (const DedupeKey& k : Present(keys)) {
@@ -206,10 +260,15 @@ Result<Disposition> Router::Impl::Intake(InboundMessage&& m, std::unique_ptr<rou
     }
     return any;
   };
+  auto send_back = [&] {
+    *alone = true;
+    return Disposition::ignored;  // not an outcome: it is taken in again
+  };
   ThreadRef where = m.Where();
   auto session = SessionOf(m, where);
   if (!session) return Fail(session.error());
   if (routing::ParseCommand(m.text, caps, options.bot_username)) {
+    if (alone != nullptr) return send_back();
     auto dup = seen();
     if (!dup) return Fail(dup.error());
     if (*dup) return Disposition::duplicate;
@@ -217,6 +276,7 @@ Result<Disposition> Router::Impl::Intake(InboundMessage&& m, std::unique_ptr<rou
     return Disposition::accepted;
   }
   if (auto question = QuestionFor(m, route)) {
+    if (alone != nullptr) return send_back();
     auto dup = seen();
     if (!dup) return Fail(dup.error());
     if (*dup) return Disposition::duplicate;
@@ -229,6 +289,7 @@ Result<Disposition> Router::Impl::Intake(InboundMessage&& m, std::unique_ptr<rou
   const std::size_t ahead = s.queue.size() + s.accepting;
   const bool idle = !s.running && !s.starting;
   if ((idle && ahead > 0 ? ahead - 1 : ahead) >= options.max_queued) {
+    if (alone != nullptr) return send_back();
     auto dup = seen();
     if (!dup) return Fail(dup.error());
     if (*dup) return Disposition::duplicate;

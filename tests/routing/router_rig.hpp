@@ -124,6 +124,22 @@ class ForwardingBackend : public SessionBackend {
   std::unique_ptr<SessionBackend> inner_;
 };
 
+// An edit of message `id` to `text`, delivered as event `event`.
+inline InboundMessage Edited(const std::string& id, const std::string& text, const std::string& event) {
+  InboundMessage m = Msg(id, text);
+  m.kind = MessageKind::edited;
+  m.event_id = event;
+  return m;
+}
+
+// The deletion of message `id`, delivered as event `event`.
+inline InboundMessage Deleted(const std::string& id, const std::string& event) {
+  InboundMessage m = Msg(id, "");
+  m.kind = MessageKind::deleted;
+  m.event_id = event;
+  return m;
+}
+
 // A router over an in-process LocalBackend in `root`.
 struct Rig {
   explicit Rig(const TempRoot& root, ChatCapabilities caps = ThreadedCaps(), std::string provider = "echo",
@@ -205,6 +221,59 @@ struct Rig {
   std::unique_ptr<SessionBackend> backend;
   RouterOptions options;
   std::unique_ptr<Router> router;
+};
+
+// Hands messages over to a rig's router together, as a platform that redelivers after an outage
+// does: all in one job of the router's strand (at its next post), so that one burst takes them in.
+// Takes the adapter's on_send: make it before the first message.
+class Together {
+ public:
+  explicit Together(Rig& rig) : rig_(rig) {
+    rig.adapter.on_send = [state = state_, router = rig.router.get()](const SentOp& op) {
+      std::vector<Handed> handed;
+      {
+        std::lock_guard lock(state->mu);
+        if (op.kind != "post") return;
+        handed.swap(state->next);
+      }
+      for (Handed& h : handed) {
+        router->HandleMessage(std::move(h.message), [p = h.outcome](Result<Disposition> d) { p->set_value(std::move(d)); });
+      }
+    };
+  }
+
+  // Hands `messages` over at the router's next post, which `trigger` (a new message it accepts) makes
+  // sure of; their outcomes, in order.
+  std::vector<Result<Disposition>> Send(InboundMessage trigger, std::vector<InboundMessage> messages) {
+    std::vector<std::future<Result<Disposition>>> outcomes;
+    {
+      std::lock_guard lock(state_->mu);
+      for (InboundMessage& m : messages) {
+        auto p = std::make_shared<std::promise<Result<Disposition>>>();
+        outcomes.push_back(p->get_future());
+        state_->next.push_back(Handed{std::move(m), std::move(p)});
+      }
+    }
+    REQUIRE(*rig_.Send(std::move(trigger)) == Disposition::accepted);
+    std::vector<Result<Disposition>> out;
+    for (auto& f : outcomes) {
+      REQUIRE(f.wait_for(30s) == std::future_status::ready);
+      out.push_back(f.get());
+    }
+    return out;
+  }
+
+ private:
+  struct Handed {
+    InboundMessage message;
+    std::shared_ptr<std::promise<Result<Disposition>>> outcome;
+  };
+  struct State {
+    std::mutex mu;
+    std::vector<Handed> next;  // handed over at the next post
+  };
+  Rig& rig_;
+  std::shared_ptr<State> state_ = std::make_shared<State>();
 };
 
 // A script turn that asks one question with two options; the script provider then replies

@@ -19,20 +19,6 @@ using namespace router_test;
 
 namespace {
 
-InboundMessage Edited(const std::string& id, const std::string& text, const std::string& event) {
-  InboundMessage m = Msg(id, text);
-  m.kind = MessageKind::edited;
-  m.event_id = event;
-  return m;
-}
-
-InboundMessage Deleted(const std::string& id, const std::string& event) {
-  InboundMessage m = Msg(id, "");
-  m.kind = MessageKind::deleted;
-  m.event_id = event;
-  return m;
-}
-
 // The texts the thread shows now, for every message that carries `needle`.
 std::vector<std::string> TextsWith(RecordingAdapter& adapter, const std::string& needle) {
   std::vector<std::string> out;
@@ -612,53 +598,3 @@ TEST_CASE("router: delete is for admins, asks to confirm, and withdraws a messag
   for (const auto& s : *listed) CHECK(s.name.find("doomed") == std::string::npos);
 }
 
-namespace {
-
-// Hands `first` and `then` over together as message 0's placeholder goes out (from the router's
-// strand, inside the burst that accepted message 0): the next burst holds both, as a platform that
-// redelivers after an outage hands a message and its edit (or deletion) over at once.
-void SendTogether(Rig& rig, InboundMessage first, InboundMessage then,
-                  std::vector<std::shared_ptr<std::promise<Result<Disposition>>>>& taken) {
-  for (int i = 0; i < 2; ++i) taken.push_back(std::make_shared<std::promise<Result<Disposition>>>());
-  auto handed_over = std::make_shared<bool>(false);  // on the router's strand only
-  rig.adapter.on_send = [&rig, handed_over, first, then, p0 = taken[0], p1 = taken[1]](const SentOp& op) {
-    if (op.kind != "post" || *handed_over) return;
-    *handed_over = true;
-    rig.router->HandleMessage(first, [p0](Result<Disposition> d) { p0->set_value(std::move(d)); });
-    rig.router->HandleMessage(then, [p1](Result<Disposition> d) { p1->set_value(std::move(d)); });
-  };
-  REQUIRE(*rig.Send(Msg("0", "warm-up", "T0")) == Disposition::accepted);
-  for (auto& p : taken) {
-    auto f = p->get_future();
-    REQUIRE(f.wait_for(30s) == std::future_status::ready);
-    CHECK(*f.get() == Disposition::accepted);
-  }
-}
-
-}  // namespace
-
-TEST_CASE("router: a message and its edit taken in together run as edited", "[routing][router]") {
-  TempRoot root;
-  Rig rig(root);
-  std::vector<std::shared_ptr<std::promise<Result<Disposition>>>> taken;
-  SendTogether(rig, Msg("1", "the first draft", "T1"), Edited("1", "the edited text", "ev-e1"), taken);
-  REQUIRE(rig.WaitDelivered(2));
-  std::this_thread::sleep_for(300ms);
-  INFO(rig.adapter.Dump());
-  CHECK(rig.adapter.CountMessagesWith("the edited text") == 1);
-  CHECK(rig.adapter.CountMessagesWith("the first draft") == 0);
-}
-
-TEST_CASE("router: a message and its deletion taken in together never run", "[routing][router]") {
-  TempRoot root;
-  Rig rig(root);
-  std::vector<std::shared_ptr<std::promise<Result<Disposition>>>> taken;
-  SendTogether(rig, Msg("1", "the doomed job", "T1"), Deleted("1", "ev-d1"), taken);
-  REQUIRE(rig.WaitDelivered(1));
-  REQUIRE(rig.adapter.WaitForText("Withdrawn: the message was deleted"));
-  std::this_thread::sleep_for(300ms);
-  INFO(rig.adapter.Dump());
-  CHECK(rig.adapter.CountMessagesWith("the doomed job") == 0);
-  CHECK(rig.router->Stats().replies_delivered == 1);
-  CHECK(rig.router->Stats().turns_in_flight == 0);
-}

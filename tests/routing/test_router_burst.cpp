@@ -1,0 +1,155 @@
+// Messages taken in together, in one burst (a platform redelivering after an outage hands many over
+// at once): a message with its edit or deletion, and a command among messages, which is taken in on
+// its own so that nothing it did can be rolled back with the burst (and run twice when the platform
+// delivers it again), and in its place, so that each message finds the chat as the ones before left it.
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "router_rig.hpp"
+#include "test_store_support.hpp"
+
+using namespace router_test;
+
+namespace {
+
+// A message of chat C9, away from the chat under test: it makes the post the burst is handed over at.
+InboundMessage Trigger(const std::string& id) {
+  InboundMessage m = Msg(id, "warm-up " + id, "");
+  m.chat = "C9";
+  return m;
+}
+
+// The store refuses to take in any message whose text holds "doomed" (the row is written at the
+// burst's commit, or at once outside a batch).
+void RefuseDoomed(const TempRoot& root, bool refuse) {
+  store_test::RawDb raw(root.path() + "/router.db");
+  raw.Exec(refuse ? "CREATE TRIGGER refuse_doomed BEFORE INSERT ON work WHEN NEW.message LIKE '%doomed%' "
+                    "BEGIN SELECT RAISE(ABORT, 'injected intake failure'); END"
+                  : "DROP TRIGGER refuse_doomed");
+}
+
+// A chat without threads whose first message was answered, by its current Session.
+struct PrivateChat {
+  explicit PrivateChat(bool refuse_doomed) {
+    REQUIRE(*rig.Send(Msg("1", "to the first", "")) == Disposition::accepted);
+    REQUIRE(rig.WaitDelivered(1));
+    if (refuse_doomed) RefuseDoomed(root, true);
+  }
+  TempRoot root;
+  Rig rig{root, PrivateChatCaps()};
+  Together together{rig};
+};
+
+// The reply the thread shows now for the message whose text holds `needle`.
+std::string ReplyTo(RecordingAdapter& adapter, const std::string& needle) {
+  return adapter.Text(adapter.FindMessage(needle));
+}
+
+}  // namespace
+
+TEST_CASE("router: a message and its edit taken in together run as edited", "[routing][router]") {
+  TempRoot root;
+  Rig rig(root);
+  Together together(rig);
+  for (const auto& d : together.Send(Msg("0", "warm-up", "T0"),
+                                     {Msg("1", "the first draft", "T1"), Edited("1", "the edited text", "ev-e1")})) {
+    CHECK(*d == Disposition::accepted);
+  }
+  REQUIRE(rig.WaitDelivered(2));
+  std::this_thread::sleep_for(300ms);
+  INFO(rig.adapter.Dump());
+  CHECK(rig.adapter.CountMessagesWith("the edited text") == 1);
+  CHECK(rig.adapter.CountMessagesWith("the first draft") == 0);
+}
+
+TEST_CASE("router: a message and its deletion taken in together never run", "[routing][router]") {
+  TempRoot root;
+  Rig rig(root);
+  Together together(rig);
+  for (const auto& d : together.Send(Msg("0", "warm-up", "T0"), {Msg("1", "the doomed job", "T1"), Deleted("1", "ev-d1")})) {
+    CHECK(*d == Disposition::accepted);
+  }
+  REQUIRE(rig.WaitDelivered(1));
+  REQUIRE(rig.adapter.WaitForText("Withdrawn: the message was deleted"));
+  std::this_thread::sleep_for(300ms);
+  INFO(rig.adapter.Dump());
+  CHECK(rig.adapter.CountMessagesWith("the doomed job") == 0);
+  CHECK(rig.router->Stats().replies_delivered == 1);
+  CHECK(rig.router->Stats().turns_in_flight == 0);
+}
+
+TEST_CASE("router: a command in a burst takes effect in its place: the messages after it find the chat it left",
+          "[routing][router]") {
+  PrivateChat chat(/*refuse_doomed=*/false);
+  Rig& rig = chat.rig;
+  Together& together = chat.together;
+  const auto taken = together.Send(Trigger("w1"), {Msg("2", "before the switch", ""), Msg("3", "/new second", ""),
+                                                   Msg("4", "after the switch", ""), Msg("5", "/use second", "")});
+  for (const auto& d : taken) CHECK(*d == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(4));  // messages 1, w1, 2 and 4
+  REQUIRE(rig.adapter.WaitForText("after the switch"));
+  INFO(rig.adapter.Dump());
+  CHECK(ReplyTo(rig.adapter, "before the switch").find("echo #2:") != std::string::npos);  // the first Session
+  CHECK(ReplyTo(rig.adapter, "after the switch").find("echo #1:") != std::string::npos);   // the new one
+  CHECK(Posts(rig.adapter.Ops(), "Now talking to") == 2);  // `new`, then `use` (after message 4)
+}
+
+TEST_CASE("router: a command handed over with a message whose commit fails runs once, not again on redelivery",
+          "[routing][router]") {
+  PrivateChat chat(/*refuse_doomed=*/true);
+  Rig& rig = chat.rig;
+  Together& together = chat.together;
+  // The command is taken in on its own, before the message: it runs, and its dedupe key is kept. The
+  // message is refused with the store's reason, so the platform delivers it again.
+  auto taken = together.Send(Trigger("w1"), {Msg("2", "/new", ""), Msg("3", "the doomed message", "")});
+  REQUIRE(taken.size() == 2);
+  CHECK(*taken[0] == Disposition::accepted);
+  REQUIRE_FALSE(taken[1]);
+  CHECK_THAT(taken[1].error().message, Catch::Contains("injected intake failure"));
+  REQUIRE(rig.adapter.WaitForText("Now talking to"));
+  RefuseDoomed(chat.root, false);
+  // The platform delivers both again: the command is a duplicate (it does not make a second
+  // Session), and the message goes to the Session the command made.
+  taken = together.Send(Trigger("w2"), {Msg("2", "/new", ""), Msg("3", "the doomed message", "")});
+  CHECK(*taken[0] == Disposition::duplicate);
+  CHECK(*taken[1] == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(4));  // messages 1, w1, w2 and 3
+  std::this_thread::sleep_for(300ms);
+  INFO(rig.adapter.Dump());
+  CHECK(Posts(rig.adapter.Ops(), "Now talking to") == 1);
+  CHECK(ReplyTo(rig.adapter, "the doomed message").find("echo #1:") != std::string::npos);  // the new Session
+  auto listed = rig.backend->List();
+  REQUIRE(listed);
+  CHECK(listed->size() == 3);  // the chat's first Session, the one `new` made, and C9's
+}
+
+TEST_CASE("router: a burst whose commit fails refuses the messages after it unseen, and its redelivery runs in order",
+          "[routing][router]") {
+  PrivateChat chat(/*refuse_doomed=*/true);
+  Rig& rig = chat.rig;
+  Together& together = chat.together;
+  const std::vector<InboundMessage> burst = {Msg("2", "the doomed message", ""), Msg("3", "/new", ""),
+                                             Msg("4", "after the switch", "")};
+  // The message's row fails the commit that comes before the command: the command never runs, and the
+  // message after it is not taken in either (so the platform delivers all three again, in order).
+  auto taken = together.Send(Trigger("w1"), burst);
+  REQUIRE(taken.size() == 3);
+  for (const auto& d : taken) {
+    REQUIRE_FALSE(d);
+  }
+  CHECK_THAT(taken[0].error().message, Catch::Contains("injected intake failure"));
+  CHECK_THAT(taken[1].error().message, Catch::Contains("a message before it could not be stored"));
+  CHECK_THAT(taken[2].error().message, Catch::Contains("a message before it could not be stored"));
+  RefuseDoomed(chat.root, false);
+  taken = together.Send(Trigger("w2"), burst);
+  for (const auto& d : taken) CHECK(*d == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("after the switch"));
+  REQUIRE(rig.WaitDelivered(5));  // messages 1, w1, w2, 2 and 4
+  std::this_thread::sleep_for(300ms);
+  INFO(rig.adapter.Dump());
+  CHECK(Posts(rig.adapter.Ops(), "Now talking to") == 1);
+  CHECK(ReplyTo(rig.adapter, "the doomed message").find("echo #2:") != std::string::npos);  // the first Session
+  CHECK(ReplyTo(rig.adapter, "after the switch").find("echo #1:") != std::string::npos);    // the new one
+}
