@@ -66,7 +66,7 @@ inline ChatCapabilities PrivateChatCaps() {
 }
 
 inline InboundMessage Msg(const std::string& id, const std::string& text, const std::string& thread = "T1",
-                   const std::string& author = "U1") {
+                          const std::string& author = "U1") {
   InboundMessage m;
   m.platform = "slack";
   m.workspace = "W1";
@@ -237,7 +237,8 @@ class Together {
         handed.swap(state->next);
       }
       for (Handed& h : handed) {
-        router->HandleMessage(std::move(h.message), [p = h.outcome](Result<Disposition> d) { p->set_value(std::move(d)); });
+        router->HandleMessage(std::move(h.message),
+                              [p = h.outcome](Result<Disposition> d) { p->set_value(std::move(d)); });
       }
     };
   }

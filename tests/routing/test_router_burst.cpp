@@ -68,7 +68,8 @@ TEST_CASE("router: a message and its deletion taken in together never run", "[ro
   TempRoot root;
   Rig rig(root);
   Together together(rig);
-  for (const auto& d : together.Send(Msg("0", "warm-up", "T0"), {Msg("1", "the doomed job", "T1"), Deleted("1", "ev-d1")})) {
+  for (const auto& d :
+       together.Send(Msg("0", "warm-up", "T0"), {Msg("1", "the doomed job", "T1"), Deleted("1", "ev-d1")})) {
     CHECK(*d == Disposition::accepted);
   }
   REQUIRE(rig.WaitDelivered(1));
@@ -152,4 +153,28 @@ TEST_CASE("router: a burst whose commit fails refuses the messages after it unse
   CHECK(Posts(rig.adapter.Ops(), "Now talking to") == 1);
   CHECK(ReplyTo(rig.adapter, "the doomed message").find("echo #2:") != std::string::npos);  // the first Session
   CHECK(ReplyTo(rig.adapter, "after the switch").find("echo #1:") != std::string::npos);    // the new one
+}
+
+TEST_CASE("router: a burst past the queue bound accepts what fits and refuses the rest once, each remembered",
+          "[routing][router]") {
+  TempRoot root;
+  Rig rig(root);
+  Together together(rig);
+  std::vector<InboundMessage> burst;
+  for (int i = 1; i <= 12; ++i) burst.push_back(Msg(std::to_string(i), "job " + std::to_string(i) + ".", "T1"));
+  const auto taken = together.Send(Msg("0", "warm-up", "T0"), burst);
+  REQUIRE(taken.size() == 12);
+  // The first starts, max_queued (8) wait behind it; the rest are refused, each taken in on its own.
+  for (std::size_t i = 0; i < taken.size(); ++i) {
+    INFO("message " << i + 1);
+    CHECK(*taken[i] == (i < 9 ? Disposition::accepted : Disposition::refused));
+  }
+  REQUIRE(rig.WaitDelivered(10));  // the warm-up and the nine accepted
+  INFO(rig.adapter.Dump());
+  CHECK(Posts(rig.adapter.Ops(), "Too many messages are queued") == 3);
+  // Their ids are remembered: a redelivery does not slip in now that the queue is empty.
+  for (int i = 10; i <= 12; ++i)
+    CHECK(*rig.Send(Msg(std::to_string(i), "job " + std::to_string(i) + ".", "T1")) == Disposition::duplicate);
+  for (int i = 1; i <= 9; ++i) CHECK(rig.adapter.CountMessagesWith("job " + std::to_string(i) + ".") == 1);
+  CHECK(rig.adapter.CountMessagesWith("job 10.") == 0);
 }
