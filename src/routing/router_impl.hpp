@@ -389,7 +389,8 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   };
   // Takes messages from the front of `pending` into `burst`, in one transaction, up to (not with) the
   // first that must be taken in alone, or that one alone when it is at the front; commits them. A
-  // failed commit refuses the burst (the platform delivers it again) and is returned.
+  // failed commit refuses the burst (the platform delivers it again) and is returned, as is the
+  // failure of a message taken in alone: the caller refuses the rest.
   Status TakeBurst(std::deque<PendingMessage>& pending, Burst& burst);
   // After the burst's commit: its outcomes answered, its accepted messages queued (their placeholders
   // posted), its edits and deletions taken in, and its turns started (or posted, when `more` of the

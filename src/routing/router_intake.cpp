@@ -92,21 +92,21 @@ void Router::Impl::DrainIntake() {
   // the messages before it left it (a `new` switches the next message's Session).
   while (!pending.empty()) {
     Burst burst;
-    if (Status taken = TakeBurst(pending, burst); !taken) {
-      // A failed commit refuses the rest unseen: the platform delivers them again, in their order.
-      if (!pending.empty()) {
-        Log(LogLevel::warning, std::to_string(pending.size()) + " message(s) handed over after them were refused "
-                               "too, unseen, for the platform to deliver again in their order");
+    const Status taken = TakeBurst(pending, burst);
+    QueueBurst(burst, /*more=*/taken && !pending.empty());
+    if (taken || pending.empty()) continue;
+    // A failed commit, or a failed message taken in alone, refuses the rest unseen: the platform
+    // delivers them again, in their order (a command's redelivery never lands behind the messages
+    // that came after it).
+    Log(LogLevel::warning, std::to_string(pending.size()) + " message(s) handed over after it were refused too, "
+                           "unseen, for the platform to deliver again in their order");
+    for (PendingMessage& p : pending) {
+      if (p.done) {
+        p.done(Fail(taken.error().code, "not taken in, so that the platform delivers it again in its order: a "
+                                        "message before it failed: " + taken.error().message));
       }
-      for (PendingMessage& p : pending) {
-        if (p.done) {
-          p.done(Fail(taken.error().code, "not taken in, so that the platform delivers it again in its order: a "
-                                          "message before it could not be stored: " + taken.error().message));
-        }
-      }
-      pending.clear();
     }
-    QueueBurst(burst, /*more=*/!pending.empty());
+    pending.clear();
   }
 }
 
@@ -115,15 +115,18 @@ Status Router::Impl::TakeBurst(std::deque<PendingMessage>& pending, Burst& burst
   // answer's dedupe key, whose effects go out at once) never waits for, or fails with, that commit.
   ClosePass();
   // One transaction for the burst; a single message, or one taken in alone, needs none of its own
-  // beyond the store's.
+  // beyond the store's. A burst of several ends before a message that must be taken in alone, batch
+  // or not (without one, what came before it must still be queued before it runs).
+  const bool several = pending.size() > 1 && !pending.front().alone && !shutting_down;
   bool batched = false;
-  if (pending.size() > 1 && !pending.front().alone && !shutting_down) {
+  if (several) {
     if (auto st = store->BeginBatch("accepting messages"); st) {
       batched = true;
     } else {
       Log(LogLevel::warning, "accepting messages one by one: " + st.error().ToString());
     }
   }
+  Status failed;  // the message taken in alone (never in a batch)
   burst_accepted = 0;
   burst.results.reserve(pending.size());
   burst.accepted.reserve(pending.size());
@@ -142,7 +145,7 @@ Status Router::Impl::TakeBurst(std::deque<PendingMessage>& pending, Burst& burst
     } else {
       const bool alone = p.alone;
       Result<Disposition> result =
-          Intake(std::move(p.message), &burst.accepted[i], &burst.runs[i], batched ? &p.alone : nullptr);
+          Intake(std::move(p.message), &burst.accepted[i], &burst.runs[i], several ? &p.alone : nullptr);
       if (p.alone && !alone) {
         // Its effects go out at once: it is taken in on its own, once the batch is committed.
         burst.accepted.pop_back();
@@ -153,18 +156,21 @@ Status Router::Impl::TakeBurst(std::deque<PendingMessage>& pending, Burst& burst
     }
     burst.messages.push_back(std::move(p));
     pending.pop_front();
-    if (burst.messages.back().alone) break;  // the rest, in a batch of their own
+    if (burst.messages.back().alone) {
+      // The rest in a batch of their own; none of them when this one failed.
+      if (const auto& r = burst.results.back(); !r) failed = Fail(r.error());
+      break;
+    }
   }
   const std::size_t n = burst.messages.size();
   for (std::size_t i = 0; i < n; ++i) {
     if (burst.accepted[i] && !burst.runs[i]->gone && burst.runs[i]->accepting > 0) --burst.runs[i]->accepting;
   }
-  if (!batched) return {};
+  if (!batched) return failed;
   // The placeholders wait for this commit; a checkpoint due now waits for the next one.
   if (auto st = store->CommitBatch(routing::RouterStore::Checkpoint::later); !st) {
     // Nothing of the burst is in the store: nothing is acknowledged, the platform delivers it again.
-    Log(LogLevel::error, "accepting " + std::to_string(n) + (n == 1 ? " message" : " messages") +
-                             " failed: " + st.error().ToString());
+    Log(LogLevel::error, "accepting " + std::to_string(n) + " message(s) failed: " + st.error().ToString());
     for (std::size_t i = 0; i < n; ++i) {
       burst.accepted[i].reset();
       burst.results[i] = Fail(st.error());
@@ -252,11 +258,19 @@ Result<Disposition> Router::Impl::Take(InboundMessage& m, std::size_t route,
   // commit could still fail (and the platform deliver it again, to run a second time): that batch
   // sends it back (`alone`), to be taken in on its own once the batch is committed.
   auto seen = [&]() -> Result<bool> {
+    // Both keys or neither (one kept alone would drop the redelivery of a message that never ran).
+    const bool own = !store->InBatch() && store->BeginBatch("remembering a delivery").has_value();
     bool any = false;
     for (const DedupeKey& k : Present(keys)) {
       auto s = store->SeenOrRemember(k.kind, k.key);
-      if (!s) return Fail(s.error());
+      if (!s) {
+        if (own) store->AbortBatch();
+        return Fail(s.error());
+      }
       any = any || *s;
+    }
+    if (own) {
+      if (auto st = store->CommitBatch(); !st) return Fail(st.error());
     }
     return any;
   };

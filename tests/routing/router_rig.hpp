@@ -224,8 +224,9 @@ struct Rig {
 };
 
 // Hands messages over to a rig's router together, as a platform that redelivers after an outage
-// does: all in one job of the router's strand (at its next post), so that one burst takes them in.
-// Takes the adapter's on_send: make it before the first message.
+// does: all in one job of the router's strand (at the post of a trigger message's placeholder), so
+// that one burst takes them in. Takes the adapter's on_send: make it before the first message, and
+// keep the rig's router while it lives.
 class Together {
  public:
   explicit Together(Rig& rig) : rig_(rig) {
@@ -233,7 +234,7 @@ class Together {
       std::vector<Handed> handed;
       {
         std::lock_guard lock(state->mu);
-        if (op.kind != "post") return;
+        if (op.kind != "post" || !(op.where == state->trigger)) return;
         handed.swap(state->next);
       }
       for (Handed& h : handed) {
@@ -243,12 +244,13 @@ class Together {
     };
   }
 
-  // Hands `messages` over at the router's next post, which `trigger` (a new message it accepts) makes
-  // sure of; their outcomes, in order.
+  // Hands `messages` over at the router's next post in `trigger`'s thread (a new message it accepts,
+  // alone in that thread: its placeholder); their outcomes, in order.
   std::vector<Result<Disposition>> Send(InboundMessage trigger, std::vector<InboundMessage> messages) {
     std::vector<std::future<Result<Disposition>>> outcomes;
     {
       std::lock_guard lock(state_->mu);
+      state_->trigger = trigger.Where();
       for (InboundMessage& m : messages) {
         auto p = std::make_shared<std::promise<Result<Disposition>>>();
         outcomes.push_back(p->get_future());
@@ -271,7 +273,8 @@ class Together {
   };
   struct State {
     std::mutex mu;
-    std::vector<Handed> next;  // handed over at the next post
+    ThreadRef trigger;         // where the post they wait for goes
+    std::vector<Handed> next;  // handed over at that post
   };
   Rig& rig_;
   std::shared_ptr<State> state_ = std::make_shared<State>();

@@ -86,15 +86,18 @@ TEST_CASE("router: a command in a burst takes effect in its place: the messages 
   PrivateChat chat(/*refuse_doomed=*/false);
   Rig& rig = chat.rig;
   Together& together = chat.together;
+  const std::string first = SessionName(rig.options.session_prefix, "slack", rig.options.owner_uid, "C1", "");
   const auto taken = together.Send(Trigger("w1"), {Msg("2", "before the switch", ""), Msg("3", "/new second", ""),
-                                                   Msg("4", "after the switch", ""), Msg("5", "/use second", "")});
+                                                   Msg("4", "after the switch", ""), Msg("5", "/use " + first, ""),
+                                                   Msg("6", "back to the first", "")});
   for (const auto& d : taken) CHECK(*d == Disposition::accepted);
-  REQUIRE(rig.WaitDelivered(4));  // messages 1, w1, 2 and 4
-  REQUIRE(rig.adapter.WaitForText("after the switch"));
+  REQUIRE(rig.WaitDelivered(5));  // messages 1, w1, 2, 4 and 6
   INFO(rig.adapter.Dump());
-  CHECK(ReplyTo(rig.adapter, "before the switch").find("echo #2:") != std::string::npos);  // the first Session
-  CHECK(ReplyTo(rig.adapter, "after the switch").find("echo #1:") != std::string::npos);   // the new one
-  CHECK(Posts(rig.adapter.Ops(), "Now talking to") == 2);  // `new`, then `use` (after message 4)
+  // Message 1 was the first Session's turn 1.
+  CHECK(ReplyTo(rig.adapter, "before the switch").find("echo #2:") != std::string::npos);
+  CHECK(ReplyTo(rig.adapter, "after the switch").find("echo #1:") != std::string::npos);  // the new Session
+  CHECK(ReplyTo(rig.adapter, "back to the first").find("echo #3:") != std::string::npos);
+  CHECK(Posts(rig.adapter.Ops(), "Now talking to") == 2);
 }
 
 TEST_CASE("router: a command handed over with a message whose commit fails runs once, not again on redelivery",
@@ -141,8 +144,8 @@ TEST_CASE("router: a burst whose commit fails refuses the messages after it unse
     REQUIRE_FALSE(d);
   }
   CHECK_THAT(taken[0].error().message, Catch::Contains("injected intake failure"));
-  CHECK_THAT(taken[1].error().message, Catch::Contains("a message before it could not be stored"));
-  CHECK_THAT(taken[2].error().message, Catch::Contains("a message before it could not be stored"));
+  CHECK_THAT(taken[1].error().message, Catch::Contains("a message before it failed"));
+  CHECK_THAT(taken[2].error().message, Catch::Contains("a message before it failed"));
   RefuseDoomed(chat.root, false);
   taken = together.Send(Trigger("w2"), burst);
   for (const auto& d : taken) CHECK(*d == Disposition::accepted);
@@ -177,4 +180,40 @@ TEST_CASE("router: a burst past the queue bound accepts what fits and refuses th
     CHECK(*rig.Send(Msg(std::to_string(i), "job " + std::to_string(i) + ".", "T1")) == Disposition::duplicate);
   for (int i = 1; i <= 9; ++i) CHECK(rig.adapter.CountMessagesWith("job " + std::to_string(i) + ".") == 1);
   CHECK(rig.adapter.CountMessagesWith("job 10.") == 0);
+}
+
+TEST_CASE("router: a command in a burst that cannot be taken in refuses the messages after it, and runs once "
+          "redelivered",
+          "[routing][router]") {
+  PrivateChat chat(/*refuse_doomed=*/false);
+  Rig& rig = chat.rig;
+  Together& together = chat.together;
+  {
+    // The store refuses to remember message 3's delivery id (its second key, after its message id), so
+    // the command cannot be taken in; neither key may be kept, or its redelivery would be dropped.
+    store_test::RawDb raw(chat.root.path() + "/router.db");
+    raw.Exec("CREATE TRIGGER refuse_3 BEFORE INSERT ON dedupe_event WHEN NEW.key LIKE '%' || char(31) || 'ev-3' "
+             "BEGIN SELECT RAISE(ABORT, 'injected dedupe failure'); END");
+  }
+  auto taken = together.Send(Trigger("w1"), {Msg("2", "before the switch", ""), Msg("3", "/new", ""),
+                                             Msg("4", "after the switch", "")});
+  REQUIRE(taken.size() == 3);
+  CHECK(*taken[0] == Disposition::accepted);
+  REQUIRE_FALSE(taken[1]);
+  CHECK_THAT(taken[1].error().message, Catch::Contains("injected dedupe failure"));
+  // Message 4 must not go to the old Session ahead of the command's redelivery.
+  REQUIRE_FALSE(taken[2]);
+  CHECK_THAT(taken[2].error().message, Catch::Contains("a message before it failed"));
+  {
+    store_test::RawDb raw(chat.root.path() + "/router.db");
+    raw.Exec("DROP TRIGGER refuse_3");
+  }
+  taken = together.Send(Trigger("w2"), {Msg("3", "/new", ""), Msg("4", "after the switch", "")});
+  for (const auto& d : taken) CHECK(*d == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(5));  // messages 1, w1, 2, w2 and 4
+  std::this_thread::sleep_for(300ms);
+  INFO(rig.adapter.Dump());
+  CHECK(Posts(rig.adapter.Ops(), "Now talking to") == 1);
+  CHECK(ReplyTo(rig.adapter, "before the switch").find("echo #2:") != std::string::npos);  // the first Session
+  CHECK(ReplyTo(rig.adapter, "after the switch").find("echo #1:") != std::string::npos);   // the new one
 }
