@@ -378,20 +378,26 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   std::deque<PendingMessage> intake;  // guarded by intake_mu (a deque: a push never moves the others)
   bool intake_posted = false;         // guarded by intake_mu: a DrainIntake is on its way
   void DrainIntake();
-  // A burst of messages taken in together: each one's outcome, its waiting entry once accepted (with
-  // its Session), and which of them are edits or deletions (taken in after the rest are queued).
+  // A burst of messages taken in together: a run of the drained messages (left where they are, not
+  // moved), each one's outcome, its waiting entry once accepted (with its Session), and which of them
+  // are edits or deletions (taken in after the rest are queued).
   struct Burst {
-    std::deque<PendingMessage> messages;
+    Burst(std::deque<PendingMessage>& drained, std::size_t from) : all(drained), first(from) {}
+    std::deque<PendingMessage>& all;  // what DrainIntake took; the burst's are all[first, first + size())
+    std::size_t first;
     std::vector<Result<Disposition>> results;
     std::vector<std::unique_ptr<routing::Waiting>> accepted;
     std::vector<std::shared_ptr<routing::SessionRun>> runs;
     std::vector<std::size_t> changes;  // ascending
+    std::size_t size() const { return results.size(); }
+    PendingMessage& at(std::size_t i) { return all[first + i]; }
+    std::size_t left() const { return all.size() - first - size(); }  // drained, after the burst
   };
-  // Takes messages from the front of `pending` into `burst`, in one transaction, up to (not with) the
-  // first that must be taken in alone, or that one alone when it is at the front; commits them. A
-  // failed commit refuses the burst (the platform delivers it again) and is returned, as is the
-  // failure of a message taken in alone: the caller refuses the rest.
-  Status TakeBurst(std::deque<PendingMessage>& pending, Burst& burst);
+  // Takes the drained messages from `burst.first` on, in one transaction, up to (not with) the first
+  // that must be taken in alone, or that one alone when it comes first; commits them. A failed commit
+  // refuses the burst (the platform delivers it again) and is returned, as is the failure of a
+  // message taken in alone: the caller refuses the rest.
+  Status TakeBurst(Burst& burst);
   // After the burst's commit: its outcomes answered, its accepted messages queued (their placeholders
   // posted), its edits and deletions taken in, and its turns started (or posted, when `more` of the
   // intake waits).

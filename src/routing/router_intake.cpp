@@ -90,34 +90,34 @@ void Router::Impl::DrainIntake() {
   // own. So nothing that went out to the chat or into memory can be rolled back with a burst's commit
   // (to run a second time when the platform delivers it again), and each message finds the chat as
   // the messages before it left it (a `new` switches the next message's Session).
-  while (!pending.empty()) {
-    Burst burst;
-    const Status taken = TakeBurst(pending, burst);
-    QueueBurst(burst, /*more=*/taken && !pending.empty());
-    if (taken || pending.empty()) continue;
+  for (std::size_t next = 0; next < pending.size();) {
+    Burst burst(pending, next);
+    const Status taken = TakeBurst(burst);
+    next += burst.size();
+    QueueBurst(burst, /*more=*/taken && next < pending.size());
+    if (taken || next == pending.size()) continue;
     // A failed commit, or a failed message taken in alone, refuses the rest unseen: the platform
     // delivers them again, in their order (a command's redelivery never lands behind the messages
     // that came after it).
-    Log(LogLevel::warning, std::to_string(pending.size()) + " message(s) handed over after it were refused too, "
-                           "unseen, for the platform to deliver again in their order");
-    for (PendingMessage& p : pending) {
-      if (p.done) {
-        p.done(Fail(taken.error().code, "not taken in, so that the platform delivers it again in its order: a "
-                                        "message before it failed: " + taken.error().message));
+    Log(LogLevel::warning, std::to_string(pending.size() - next) + " message(s) handed over after it were refused "
+                           "too, unseen, for the platform to deliver again in their order");
+    for (; next < pending.size(); ++next) {
+      if (pending[next].done) {
+        pending[next].done(Fail(taken.error().code, "not taken in, so that the platform delivers it again in its "
+                                                    "order: a message before it failed: " + taken.error().message));
       }
     }
-    pending.clear();
   }
 }
 
-Status Router::Impl::TakeBurst(std::deque<PendingMessage>& pending, Burst& burst) {
+Status Router::Impl::TakeBurst(Burst& burst) {
   // What was written behind goes first, on its own: a message's acceptance (and a command's or an
   // answer's dedupe key, whose effects go out at once) never waits for, or fails with, that commit.
   ClosePass();
   // One transaction for the burst; a single message, or one taken in alone, needs none of its own
   // beyond the store's. A burst of several ends before a message that must be taken in alone, batch
   // or not (without one, what came before it must still be queued before it runs).
-  const bool several = pending.size() > 1 && !pending.front().alone && !shutting_down;
+  const bool several = burst.left() > 1 && !burst.at(0).alone && !shutting_down;
   bool batched = false;
   if (several) {
     if (auto st = store->BeginBatch("accepting messages"); st) {
@@ -128,12 +128,12 @@ Status Router::Impl::TakeBurst(std::deque<PendingMessage>& pending, Burst& burst
   }
   Status failed;  // the message taken in alone (never in a batch)
   burst_accepted = 0;
-  burst.results.reserve(pending.size());
-  burst.accepted.reserve(pending.size());
-  burst.runs.reserve(pending.size());
-  while (!pending.empty()) {
-    PendingMessage& p = pending.front();
-    const std::size_t i = burst.messages.size();
+  burst.results.reserve(burst.left());
+  burst.accepted.reserve(burst.left());
+  burst.runs.reserve(burst.left());
+  while (burst.left() > 0) {
+    const std::size_t i = burst.size();
+    PendingMessage& p = burst.at(i);
     burst.accepted.emplace_back();
     burst.runs.emplace_back();
     if (p.message.kind != MessageKind::new_message && !shutting_down) {
@@ -154,15 +154,13 @@ Status Router::Impl::TakeBurst(std::deque<PendingMessage>& pending, Burst& burst
       }
       burst.results.push_back(std::move(result));
     }
-    burst.messages.push_back(std::move(p));
-    pending.pop_front();
-    if (burst.messages.back().alone) {
+    if (p.alone) {
       // The rest in a batch of their own; none of them when this one failed.
       if (const auto& r = burst.results.back(); !r) failed = Fail(r.error());
       break;
     }
   }
-  const std::size_t n = burst.messages.size();
+  const std::size_t n = burst.size();
   for (std::size_t i = 0; i < n; ++i) {
     if (burst.accepted[i] && !burst.runs[i]->gone && burst.runs[i]->accepting > 0) --burst.runs[i]->accepting;
   }
@@ -182,14 +180,14 @@ Status Router::Impl::TakeBurst(std::deque<PendingMessage>& pending, Burst& burst
 }
 
 void Router::Impl::QueueBurst(Burst& burst, bool more) {
-  const std::size_t n = burst.messages.size();
+  const std::size_t n = burst.size();
   for (std::size_t i = 0, c = 0; i < n; ++i) {
     if (c < burst.changes.size() && burst.changes[c] == i) {
       ++c;  // answered once taken in, below
       continue;
     }
     if (burst.accepted[i]) Bump(&RouterStats::messages_accepted);
-    if (burst.messages[i].done) burst.messages[i].done(std::move(burst.results[i]));
+    if (burst.at(i).done) burst.at(i).done(std::move(burst.results[i]));
   }
   // Every placeholder first, then the turns: a turn's start (its store write, Ensure, WaitReady)
   // never holds up the next message's placeholder. When more messages wait by then (the rest of this
@@ -202,8 +200,8 @@ void Router::Impl::QueueBurst(Burst& burst, bool more) {
     touched->push_back(std::move(burst.runs[i]));
   }
   for (std::size_t i : burst.changes) {
-    burst.results[i] = OnEdited(burst.messages[i].message);
-    if (burst.messages[i].done) burst.messages[i].done(std::move(burst.results[i]));
+    burst.results[i] = OnEdited(burst.at(i).message);
+    if (burst.at(i).done) burst.at(i).done(std::move(burst.results[i]));
   }
   if (!touched->empty()) {
     // Behind turn starts posted before (a deferred burst's, or the rest of a big one): slots are
