@@ -217,3 +217,27 @@ TEST_CASE("router: a command in a burst that cannot be taken in refuses the mess
   CHECK(ReplyTo(rig.adapter, "before the switch").find("echo #2:") != std::string::npos);  // the first Session
   CHECK(ReplyTo(rig.adapter, "after the switch").find("echo #1:") != std::string::npos);   // the new one
 }
+
+TEST_CASE("router: an answer in a burst answers the agent's question, and the message after it waits its turn",
+          "[routing][router]") {
+  TempRoot root;
+  const std::string script = root.File("ask.json", kLanguageQuestion);
+  Rig rig(root, ThreadedCaps(), "script:" + script);
+  Together together(rig);
+  REQUIRE(*rig.Send(Msg("1", "start")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("Which language?"));
+  const auto taken = together.Send(Msg("0", "warm-up", "T9"), {Msg("2", "2"), Msg("3", "after the answer")});
+  for (const auto& d : taken) CHECK(*d == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("Answers: lang=Python"));
+  CHECK(rig.adapter.WaitForText("Answered by Ada U1: Python"));
+  // Message 3 is the thread's next turn: the script asks its question again there.
+  auto asked_in_t1 = [](const std::vector<SentOp>& ops) {
+    int n = 0;
+    for (const auto& op : ops) {
+      const bool question = op.text.find("Which language?") != std::string::npos;
+      n += op.kind == "post" && op.ok && op.where.thread == "T1" && question;
+    }
+    return n;
+  };
+  CHECK(rig.adapter.WaitFor([&](const std::vector<SentOp>& ops) { return asked_in_t1(ops) == 2; }));
+}
