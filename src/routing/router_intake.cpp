@@ -255,23 +255,7 @@ Result<Disposition> Router::Impl::Take(InboundMessage& m, std::size_t route,
   // effects go out at once, so none is taken in inside a batch that holds other messages, whose
   // commit could still fail (and the platform deliver it again, to run a second time): that batch
   // sends it back (`alone`), to be taken in on its own once the batch is committed.
-  auto seen = [&]() -> Result<bool> {
-    // Both keys or neither (one kept alone would drop the redelivery of a message that never ran).
-    const bool own = !store->InBatch() && store->BeginBatch("remembering a delivery").has_value();
-    bool any = false;
-    for (const DedupeKey& k : Present(keys)) {
-      auto s = store->SeenOrRemember(k.kind, k.key);
-      if (!s) {
-        if (own) store->AbortBatch();
-        return Fail(s.error());
-      }
-      any = any || *s;
-    }
-    if (own) {
-      if (auto st = store->CommitBatch(); !st) return Fail(st.error());
-    }
-    return any;
-  };
+  auto seen = [&] { return store->SeenOrRemember(Present(keys)); };  // both keys, or neither
   auto send_back = [&] {
     *alone = true;
     return Disposition::ignored;  // not an outcome: it is taken in again

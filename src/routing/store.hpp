@@ -219,6 +219,9 @@ class RouterStore {
   // Dedupe keys, bounded per kind by limits().dedupe_per_kind (the oldest remembered evicted first).
   // True when the key was there already; otherwise it is remembered and the answer is false.
   Result<bool> SeenOrRemember(DedupeKind kind, std::string_view key);
+  // The same for a message's keys at once: true when any was there; the others are remembered, all in
+  // one transaction (a failure keeps none of them).
+  Result<bool> SeenOrRemember(std::span<const DedupeKey> keys);
   // Whether the key is remembered; writes nothing (to remember it only once what it stands for is in).
   Result<bool> Seen(DedupeKind kind, std::string_view key);
   Result<bool> Forget(DedupeKind kind, std::string_view key);  // true when it was there

@@ -122,6 +122,25 @@ Result<bool> RouterStore::SeenOrRemember(DedupeKind kind, std::string_view key) 
   return false;
 }
 
+Result<bool> RouterStore::SeenOrRemember(std::span<const DedupeKey> keys) {
+  auto tx = Transaction::Begin(*db_, "SeenOrRemember");
+  if (!tx) return Fail(tx.error());
+  bool any = false;
+  for (const DedupeKey& k : keys) {
+    const std::uint64_t hash = KeyRows::Hash(k.key);
+    auto seen = FindKey(k.kind, k.key, hash);
+    if (!seen) return Fail(seen.error());
+    if (*seen) {
+      any = true;
+      continue;
+    }
+    if (auto st = RememberKey(k.kind, k.key, hash); !st) return Fail(st.error());
+    if (auto st = EvictDedupeDue(k.kind); !st) return Fail(st.error());
+  }
+  if (auto st = tx->Commit(); !st) return Fail(st.error());
+  return any;
+}
+
 Result<bool> RouterStore::Seen(DedupeKind kind, std::string_view key) {
   auto seen = FindKey(kind, key, KeyRows::Hash(key));
   if (!seen) return Fail(seen.error());
