@@ -14,7 +14,9 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -186,15 +188,24 @@ struct Rig {
 
   LogSink CaptureLog() {
     return [log = log, stderr_sink = StderrLogSink()](LogLevel level, std::string_view message) {
+      std::function<void(std::string_view)> hook;
       {
         std::lock_guard lock(log->mu);
         log->lines.emplace_back(message);
+        hook = log->hook;
       }
       stderr_sink(level, message);
+      if (hook) hook(message);
     };
   }
 
   // Log lines at warning and above that hold `needle` (every line still goes to stderr too).
+  // Calls `hook` with each line logged from now on (on the logging thread); empty: no more calls.
+  void OnLog(std::function<void(std::string_view)> hook) {
+    std::lock_guard lock(log->mu);
+    log->hook = std::move(hook);
+  }
+
   int LoggedWith(const std::string& needle) {
     std::lock_guard lock(log->mu);
     int n = 0;
@@ -213,6 +224,9 @@ struct Rig {
   struct Log {
     std::mutex mu;
     std::vector<std::string> lines;
+    // Called with each line as it is logged, on the logging thread (the router's strand: what it
+    // does happens before the router's next step).
+    std::function<void(std::string_view)> hook;
   };
   // Declared before the Context, whose sink writes here.
   std::shared_ptr<Log> log = std::make_shared<Log>();
@@ -232,11 +246,14 @@ class Together {
   explicit Together(Rig& rig) : rig_(rig) {
     rig.adapter.on_send = [state = state_, router = rig.router.get()](const SentOp& op) {
       std::vector<Handed> handed;
+      std::function<void()> at_handover;
       {
         std::lock_guard lock(state->mu);
         if (op.kind != "post" || !(op.where == state->trigger)) return;
         handed.swap(state->next);
+        at_handover = std::exchange(state->at_handover, nullptr);
       }
+      if (at_handover) at_handover();
       for (Handed& h : handed) {
         router->HandleMessage(std::move(h.message),
                               [p = h.outcome](Result<Disposition> d) { p->set_value(std::move(d)); });
@@ -246,11 +263,14 @@ class Together {
 
   // Hands `messages` over at the router's next post in `trigger`'s thread (a new message it accepts,
   // alone in that thread: its placeholder); their outcomes, in order.
-  std::vector<Result<Disposition>> Send(InboundMessage trigger, std::vector<InboundMessage> messages) {
+  // `at_handover`, when given, runs just before they are handed over (on the adapter's caller's thread).
+  std::vector<Result<Disposition>> Send(InboundMessage trigger, std::vector<InboundMessage> messages,
+                                        std::function<void()> at_handover = {}) {
     std::vector<std::future<Result<Disposition>>> outcomes;
     {
       std::lock_guard lock(state_->mu);
       state_->trigger = trigger.Where();
+      state_->at_handover = std::move(at_handover);
       for (InboundMessage& m : messages) {
         auto p = std::make_shared<std::promise<Result<Disposition>>>();
         outcomes.push_back(p->get_future());
@@ -275,6 +295,7 @@ class Together {
     std::mutex mu;
     ThreadRef trigger;         // where the post they wait for goes
     std::vector<Handed> next;  // handed over at that post
+    std::function<void()> at_handover;
   };
   Rig& rig_;
   std::shared_ptr<State> state_ = std::make_shared<State>();

@@ -2,7 +2,9 @@
 // at once): a message with its edit or deletion, and a command among messages, which is taken in on
 // its own so that nothing it did can be rolled back with the burst (and run twice when the platform
 // delivers it again), and in its place, so that each message finds the chat as the ones before left it.
+#include <atomic>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -156,6 +158,40 @@ TEST_CASE("router: a burst whose commit fails refuses the messages after it unse
   CHECK(Posts(rig.adapter.Ops(), "Now talking to") == 1);
   CHECK(ReplyTo(rig.adapter, "the doomed message").find("echo #2:") != std::string::npos);  // the first Session
   CHECK(ReplyTo(rig.adapter, "after the switch").find("echo #1:") != std::string::npos);    // the new one
+}
+
+TEST_CASE("router: a burst whose batch cannot begin is taken in one by one, a command still in its place",
+          "[routing][router]") {
+  PrivateChat chat(/*refuse_doomed=*/false);
+  Rig& rig = chat.rig;
+  Together& together = chat.together;
+  // Another connection holds the file's write lock when the burst is handed over, so the burst's
+  // BEGIN IMMEDIATE fails once the store's busy timeout (5 s) is up; the lock is let go when the
+  // router says so (its log line, on its strand), and each message then has a transaction of its own.
+  store_test::RawDb raw(chat.root.path() + "/router.db");
+  std::atomic<bool> locked{false}, released{false};
+  rig.OnLog([&](std::string_view line) {
+    if (line.find("accepting messages one by one") != std::string_view::npos && locked.exchange(false))
+      released = raw.TryExec("COMMIT");
+  });
+  const auto taken = together.Send(Trigger("w1"),
+                                   {Msg("2", "before the switch", ""), Msg("3", "/status", ""),
+                                    Msg("4", "/new second", ""), Msg("5", "after the switch", "")},
+                                   [&] { locked = raw.TryExec("BEGIN IMMEDIATE"); });
+  rig.OnLog(nullptr);
+  CHECK(released);
+  REQUIRE(taken.size() == 4);
+  for (const auto& d : taken) CHECK(*d == Disposition::accepted);
+  CHECK(rig.LoggedWith("accepting messages one by one") == 1);
+  // `status` ran once the message before it was queued, as it would have in a batch.
+  REQUIRE(rig.adapter.WaitForText("message(s) queued"));
+  CHECK(rig.adapter.CountMessagesWith("1 message(s) queued.") == 1);
+  REQUIRE(rig.WaitDelivered(4));  // messages 1, w1, 2 and 4
+  std::this_thread::sleep_for(300ms);
+  INFO(rig.adapter.Dump());
+  CHECK(Posts(rig.adapter.Ops(), "Now talking to") == 1);
+  CHECK(ReplyTo(rig.adapter, "before the switch").find("echo #2:") != std::string::npos);  // the first Session
+  CHECK(ReplyTo(rig.adapter, "after the switch").find("echo #1:") != std::string::npos);   // the new one
 }
 
 TEST_CASE("router: a burst past the queue bound accepts what fits and refuses the rest once, each remembered",
