@@ -74,8 +74,11 @@ Result<std::vector<std::string>> ByNumbers(const std::vector<std::size_t>& numbe
   std::vector<std::string> labels;
   for (std::size_t n : numbers) {
     if (n < 1 || n > count) {
-      const std::string shown = n == SIZE_MAX ? std::string("that large") : std::to_string(n);
-      return Fail(Errc::invalid_argument, "There is no option " + shown + ": pick " +
+      // A secret question's reply is never shown back, not even as a wrong option's number.
+      const std::string why = q.secret          ? std::string("There is no such option")
+                                : n == SIZE_MAX ? std::string("There is no option that large")
+                                                : "There is no option " + std::to_string(n);
+      return Fail(Errc::invalid_argument, why + ": pick " +
                                               (q.multi_select ? "from " : "one of ") + Range(count) + ".");
     }
     const std::string& label = q.options[n - 1].label;

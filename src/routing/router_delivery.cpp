@@ -191,7 +191,12 @@ void Router::Impl::ScheduleOutboxRetry(std::chrono::milliseconds after) {
 void Router::Impl::RetryOutbox(bool all) {
   if (shutting_down) return;
   auto entries = store->ListOutbox();
-  if (!entries) return Log(LogLevel::warning, "reading the outbox failed: " + entries.error().ToString());
+  if (!entries) {
+    // Tried again later: the replies it holds wait for it.
+    Log(LogLevel::error, "reading the outbox failed (tried again in " + std::to_string(std::chrono::seconds(kOutboxRetry).count()) +
+                             " s): " + entries.error().ToString());
+    return ScheduleOutboxRetry(kOutboxRetry);
+  }
   const auto now = std::chrono::system_clock::now();
   std::optional<std::chrono::system_clock::time_point> soonest;
   for (OutboxEntry& e : *entries) {

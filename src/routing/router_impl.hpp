@@ -533,8 +533,12 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   void OnQuestion(const std::shared_ptr<routing::TurnRun>& turn, const Event& event, Responder responder);
   // The open question `message` answers: a reply to its message, or the next message in its thread
   // from someone who may answer it. Null: it is no answer (it queues as a message).
-  std::shared_ptr<routing::QuestionRun> QuestionFor(const InboundMessage& message, std::size_t route);
-  void AnswerFromChat(routing::QuestionRun& q, const InboundMessage& message);
+  // The open question `message` answers, if any. `ambiguous`: it names none, and more than one in its
+  // thread waits for its author (AnswerFromChat then asks for a reply to the one meant).
+  std::shared_ptr<routing::QuestionRun> QuestionFor(const InboundMessage& message, std::size_t route, bool* ambiguous);
+  void AnswerFromChat(routing::QuestionRun& q, const InboundMessage& message, bool ambiguous);
+  // A restored question goes on from the answers it stored (router_restart.cpp).
+  void ResumeAnswers(routing::QuestionRun& q);
   void Answer(routing::QuestionRun& q, std::vector<std::string> choice, const std::string& who_id,
               const std::string& who_name);
   bool MayAnswer(const routing::QuestionRun& q, const std::string& user) const;

@@ -271,12 +271,13 @@ Result<Disposition> Router::Impl::Take(InboundMessage& m, std::size_t route,
     TryCommand(m, route, *session);
     return Disposition::accepted;
   }
-  if (auto question = QuestionFor(m, route)) {
+  bool ambiguous = false;
+  if (auto question = QuestionFor(m, route, &ambiguous)) {
     if (alone != nullptr) return send_back();
     auto dup = seen();
     if (!dup) return Fail(dup.error());
     if (*dup) return Disposition::duplicate;
-    AnswerFromChat(*question, m);
+    AnswerFromChat(*question, m, ambiguous);
     return Disposition::accepted;
   }
   routing::SessionRun& s = SessionFor(*session, route);

@@ -31,8 +31,14 @@ std::string Joined(const std::vector<std::string>& parts) {
 
 bool Router::Impl::MayAnswer(const QuestionRun& q, const std::string& user) const {
   if (user == q.stored.asker_id) return true;
+  // The route of the question's turn; after a restart, before the re-attached turn asks again, that
+  // of its Session (restored with the turn).
   std::size_t route = 0;
-  if (auto turn = q.turn.lock()) route = turn->route;
+  if (auto turn = q.turn.lock()) {
+    route = turn->route;
+  } else if (auto s = sessions.find(q.stored.session); s != sessions.end()) {
+    route = s->second->route;
+  }
   const RouteConfig& r = Route(route);
   if (routing::IsAdmin(r, user)) return true;
   return options.answerers == AnswerPolicy::allowed_users && routing::IsAllowedUser(r, user);
@@ -119,12 +125,18 @@ void Router::Impl::OnQuestion(const std::shared_ptr<TurnRun>& turn, const Event&
   }));
 }
 
-std::shared_ptr<QuestionRun> Router::Impl::QuestionFor(const InboundMessage& m, std::size_t route) {
+std::shared_ptr<QuestionRun> Router::Impl::QuestionFor(const InboundMessage& m, std::size_t route, bool* ambiguous) {
   (void)route;
+  *ambiguous = false;
+  // Slack marks every message in a thread as a reply to the thread's first message: that is where it
+  // was written, not a reply to a question (Telegram's adapter drops a forum topic's root the same way).
+  const bool replies = !m.reply_to_message_id.empty() && m.reply_to_message_id != m.thread;
   if (!m.reply_to_message_id.empty()) {
     for (auto& [id, q] : questions) {
       if (q->stored.message_id == m.reply_to_message_id && q->stored.thread.chat == m.chat) return q;
     }
+  }
+  if (replies) {
     // A reply to a message we do not know, in a thread whose question's post has not come back yet:
     // the platform showed the question before it told us its id, and the user answered it. (A reply to
     // any message in the bot-message index is not that question.)
@@ -134,16 +146,29 @@ std::shared_ptr<QuestionRun> Router::Impl::QuestionFor(const InboundMessage& m, 
       if (known && !*known) return q;
       break;
     }
+    return nullptr;
   }
-  // The next message in the question's thread from someone who may answer it.
+  // The next message in the question's thread from someone who may answer it: when two questions
+  // there wait for this author (two Sessions of a chat without threads asking at once), it names none.
+  std::shared_ptr<QuestionRun> found;
   for (auto& [id, q] : questions) {
-    if (q->resolved || !(q->stored.thread == m.Where()) || !m.reply_to_message_id.empty()) continue;
-    if (MayAnswer(*q, m.author_id)) return q;
+    if (q->resolved || !(q->stored.thread == m.Where()) || !MayAnswer(*q, m.author_id)) continue;
+    if (found) {
+      *ambiguous = true;
+      break;
+    }
+    found = q;
   }
-  return nullptr;
+  return found;
 }
 
-void Router::Impl::AnswerFromChat(QuestionRun& q, const InboundMessage& m) {
+void Router::Impl::AnswerFromChat(QuestionRun& q, const InboundMessage& m, bool ambiguous) {
+  if (ambiguous) {
+    // Not indexed as a Session's message (no Session): a reply to it is no answer either.
+    Note(m.Where(), "More than one of the agent's questions is open here: reply to the question you are answering.",
+         std::string(), m.message_id);
+    return;
+  }
   if (!MayAnswer(q, m.author_id)) {
     Note(m.Where(), "Only the person whose message started this turn can answer the agent's question.",
          q.stored.session, m.message_id);
@@ -170,6 +195,16 @@ void Router::Impl::Answer(QuestionRun& q, std::vector<std::string> choice, const
   q.answers[current.id] = choice;
   ++q.next;
   if (q.next < q.stored.questions.size()) {
+    // Stored before the thread is asked for the next one: after a restart the next reply is still
+    // taken for it. A secret answer is not stored (a restart then asks from the first question again).
+    q.stored.answered = q.next;
+    if (!secret) q.stored.answers[current.id] = choice;
+    Status kept;
+    (void)Durably("recording an answer", [&] { kept = store->SetQuestionProgress(q.stored); });
+    if (!kept && kept.error().code != Errc::not_found) {  // not stored yet: AddQuestion writes it
+      Log(LogLevel::warning, "question " + id + ": the answers so far were not stored (after a restart it would "
+                             "be asked from its first question again): " + kept.error().ToString());
+    }
     Note(q.stored.thread, "Got it. Now question " + std::to_string(q.next + 1) + " of " +
                               std::to_string(q.stored.questions.size()) + ", please.", q.stored.session);
     return;

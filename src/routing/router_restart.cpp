@@ -12,12 +12,33 @@ using routing::TurnRun;
 
 namespace {
 
+// How often a shutdown looks whether the replies on their way have landed.
+constexpr std::chrono::milliseconds kShutdownDeliveryPoll{20};
+
 std::size_t RouteIndexOf(const routing::RouteMatcher& matcher, const InboundMessage& m) {
   const routing::RouteMatch match = matcher.Match(m);
   return match.route != nullptr ? match.index : 0;
 }
 
 }  // namespace
+
+void Router::Impl::ResumeAnswers(routing::QuestionRun& q) {
+  routing::OpenQuestion& o = q.stored;
+  bool whole = o.answered < o.questions.size();
+  for (std::size_t i = 0; whole && i < o.answered; ++i) whole = !o.questions[i].secret && o.answers.count(o.questions[i].id);
+  if (whole) {
+    q.next = o.answered;
+    q.answers = o.answers;
+    return;
+  }
+  // A secret answer was given (never stored), or the row makes no sense: from the first question.
+  if (o.answered == 0) return;
+  o.answered = 0;
+  o.answers.clear();
+  if (auto st = store->SetQuestionProgress(o); !st) Log(LogLevel::warning, st.error().ToString());
+  Note(o.thread, "The bot restarted while the agent's questions were being answered. A secret answer is never "
+                 "stored, so please answer them again, from question 1.", o.session);
+}
 
 void Router::Impl::Resume() {
   RetryOutbox(/*all=*/true);
@@ -27,6 +48,7 @@ void Router::Impl::Resume() {
   for (auto& stored : questions_stored ? *questions_stored : std::vector<routing::OpenQuestion>{}) {
     auto q = std::make_shared<routing::QuestionRun>();
     q->stored = std::move(stored);
+    ResumeAnswers(*q);
     // No responder until the re-attached turn asks again (its replay shows the request still open).
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(q->stored.deadline -
                                                                             std::chrono::system_clock::now());
@@ -136,10 +158,20 @@ void Router::Impl::BeginShutdown(std::function<void()> done) {
     r.Log(LogLevel::info, "shut down; the next start re-attaches to the turns still running");
     n->done();
   };
+  // Then the replies on their way finish (within the budget): a part whose post lands once the Router
+  // is gone would not be recorded as delivered, and the next start would post it again. Looked at
+  // every kShutdownDeliveryPoll; each look holds the next.
+  auto after_deliveries = std::make_shared<std::function<void(Impl&)>>();
+  std::weak_ptr<std::function<void(Impl&)>> weak_after = after_deliveries;
+  *after_deliveries = [n, finish, weak_after](Impl& r) {
+    if (n->finished) return;
+    if (r.delivering.empty()) return finish(r);
+    if (auto again = weak_after.lock()) r.After(kShutdownDeliveryPoll, [again](Impl& r2) { (*again)(r2); });
+  };
   // The posts in flight hold the pump; it holds itself only weakly, so it goes with the last of them.
   auto pump = std::make_shared<std::function<void(Impl&)>>();
   std::weak_ptr<std::function<void(Impl&)>> weak_pump = pump;
-  *pump = [n, finish, weak_pump](Impl& r) {
+  *pump = [n, after_deliveries, weak_pump](Impl& r) {
     auto self = weak_pump.lock();
     while (!n->finished && n->in_flight < std::max<std::size_t>(1, r.options.shutdown_notice_concurrency) &&
            !n->todo.empty()) {
@@ -157,7 +189,7 @@ void Router::Impl::BeginShutdown(std::function<void()> done) {
                             (*self)(r2);
                           }));
     }
-    if (n->todo.empty() && n->in_flight == 0) finish(r);
+    if (n->todo.empty() && n->in_flight == 0) (*after_deliveries)(r);
   };
   finish_shutdown = [this, finish] { finish(*this); };
   After(options.shutdown_budget, [finish](Impl& r) { finish(r); });

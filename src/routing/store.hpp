@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -169,6 +170,11 @@ struct OpenQuestion {
   std::vector<InputQuestion> questions;
   std::string asker_id;  // the author of the turn: the one allowed to answer
   StoreTime deadline{};
+  // Its questions are answered in order, one reply each: how many are, and their answers by question
+  // id. A secret question's answer is never stored (after a restart a request with one answered
+  // already is asked again from its first question).
+  std::size_t answered = 0;
+  std::map<std::string, std::vector<std::string>> answers;
 };
 
 class Db;
@@ -308,6 +314,9 @@ class RouterStore {
   Result<std::optional<OpenQuestion>> FindQuestionByMessage(const ChatRef& chat, std::string_view message_id);
   Result<std::vector<OpenQuestion>> OpenQuestionsIn(const ThreadRef& thread);  // oldest first
   Result<bool> RemoveQuestion(std::string_view id);                            // true when it was there
+  // Stores its `answered` and `answers` (the rest of the row never changes). Errc::not_found when it is
+  // not stored (AddQuestion then writes them).
+  Status SetQuestionProgress(const OpenQuestion& question);
   Result<std::vector<OpenQuestion>> ListQuestions();                           // oldest first
 
  private:

@@ -17,8 +17,32 @@ Result<T> DecodeColumn(const std::string& path, const std::string& row, const st
   return v;
 }
 
+// The progress column: {"answered": N, "answers": {question id: [labels or text]}}.
+Json ProgressToJson(const OpenQuestion& o) {
+  Json answers = Json::object();
+  for (const auto& [id, choice] : o.answers) answers[id] = StringsToJson(choice);
+  return Json{{"answered", o.answered}, {"answers", std::move(answers)}};
+}
+
+Status ProgressFromJson(const Json& j, OpenQuestion& o) {
+  if (!j.is_object()) return Fail(Errc::invalid_argument, "progress is not a JSON object");
+  if (auto it = j.find("answered"); it != j.end()) {
+    if (!it->is_number_unsigned()) return Fail(Errc::invalid_argument, "progress.answered is not a count");
+    o.answered = it->get<std::size_t>();
+  }
+  if (auto it = j.find("answers"); it != j.end()) {
+    if (!it->is_object()) return Fail(Errc::invalid_argument, "progress.answers is not an object");
+    for (const auto& [id, choice] : it->items()) {
+      auto strings = StringsFromJson(choice);
+      if (!strings) return Fail(Errc::invalid_argument, "progress.answers." + id + ": " + strings.error().message);
+      o.answers[id] = std::move(*strings);
+    }
+  }
+  return {};
+}
+
 // Columns: id, session, request_id, input_id, platform, workspace, chat, thread, message_id, questions,
-// asker_id, deadline_ms.
+// asker_id, deadline_ms, progress.
 Result<OpenQuestion> ReadQuestion(const Stmt& q, const std::string& path) {
   OpenQuestion o;
   o.id = q.Text(0);
@@ -32,6 +56,10 @@ Result<OpenQuestion> ReadQuestion(const Stmt& q, const std::string& path) {
   o.questions = std::move(*questions);
   o.asker_id = q.Text(10);
   o.deadline = q.Time(11);
+  auto progress = ParseJson(q.Text(12));
+  if (!progress) return Fail(Errc::io_error, "router store " + path + ": question " + o.id + ": " + progress.error().message);
+  if (auto st = ProgressFromJson(*progress, o); !st)
+    return Fail(Errc::io_error, "router store " + path + ": question " + o.id + ": " + st.error().message);
   return o;
 }
 
@@ -137,11 +165,11 @@ Status RouterStore::AddQuestion(const OpenQuestion& o) {
   if (o.id.empty()) return Fail(Errc::invalid_argument, "an open question needs an id");
   auto q = db_->Query("AddQuestion", R"sql(
     INSERT INTO questions (id, session, request_id, input_id, platform, workspace, chat, thread, message_id,
-                           questions, asker_id, deadline_ms)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) ON CONFLICT DO NOTHING)sql");
+                           questions, asker_id, deadline_ms, progress)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) ON CONFLICT DO NOTHING)sql");
   if (!q) return Fail(q.error());
   if (auto st = q->Exec(o.id, o.session, o.request_id, o.input_id, o.thread, o.message_id,
-                        DumpJson(QuestionsToJson(o.questions)), o.asker_id, o.deadline);
+                        DumpJson(QuestionsToJson(o.questions)), o.asker_id, o.deadline, DumpJson(ProgressToJson(o)));
       !st)
     return st;
   if (db_->Changes() == 0) return Fail(Errc::invalid_argument, "open question id " + o.id + " is in use");
@@ -151,7 +179,7 @@ Status RouterStore::AddQuestion(const OpenQuestion& o) {
 Result<std::optional<OpenQuestion>> RouterStore::FindQuestion(std::string_view id) {
   auto q = db_->Query("FindQuestion", R"sql(
     SELECT id, session, request_id, input_id, platform, workspace, chat, thread, message_id, questions, asker_id,
-           deadline_ms
+           deadline_ms, progress
     FROM questions WHERE id = ?1)sql");
   if (!q) return Fail(q.error());
   q->Bind(id);
@@ -162,7 +190,7 @@ Result<std::optional<OpenQuestion>> RouterStore::FindQuestionByMessage(const Cha
                                                                        std::string_view message_id) {
   auto q = db_->Query("FindQuestionByMessage", R"sql(
     SELECT id, session, request_id, input_id, platform, workspace, chat, thread, message_id, questions, asker_id,
-           deadline_ms
+           deadline_ms, progress
     FROM questions WHERE platform = ?1 AND workspace = ?2 AND chat = ?3 AND message_id = ?4
     ORDER BY rowid LIMIT 1)sql");
   if (!q) return Fail(q.error());
@@ -173,7 +201,7 @@ Result<std::optional<OpenQuestion>> RouterStore::FindQuestionByMessage(const Cha
 Result<std::vector<OpenQuestion>> RouterStore::OpenQuestionsIn(const ThreadRef& thread) {
   auto q = db_->Query("OpenQuestionsIn", R"sql(
     SELECT id, session, request_id, input_id, platform, workspace, chat, thread, message_id, questions, asker_id,
-           deadline_ms
+           deadline_ms, progress
     FROM questions WHERE platform = ?1 AND workspace = ?2 AND chat = ?3 AND thread = ?4 ORDER BY rowid)sql");
   if (!q) return Fail(q.error());
   q->Bind(thread);
@@ -187,10 +215,18 @@ Result<bool> RouterStore::RemoveQuestion(std::string_view id) {
   return db_->Changes() > 0;
 }
 
+Status RouterStore::SetQuestionProgress(const OpenQuestion& o) {
+  auto q = db_->Query("SetQuestionProgress", "UPDATE questions SET progress = ?2 WHERE id = ?1");
+  if (!q) return Fail(q.error());
+  if (auto st = q->Exec(o.id, DumpJson(ProgressToJson(o))); !st) return st;
+  if (db_->Changes() == 0) return Fail(Errc::not_found, "no open question " + o.id);
+  return {};
+}
+
 Result<std::vector<OpenQuestion>> RouterStore::ListQuestions() {
   auto q = db_->Query("ListQuestions", R"sql(
     SELECT id, session, request_id, input_id, platform, workspace, chat, thread, message_id, questions, asker_id,
-           deadline_ms
+           deadline_ms, progress
     FROM questions ORDER BY rowid)sql");
   if (!q) return Fail(q.error());
   return ReadAllQuestions(*q, path_);

@@ -301,6 +301,12 @@ ALTER TABLE bot_messages_v10 RENAME TO bot_messages;
 // the fields left out as empty, refuses the file.
 constexpr std::string_view kSchemaV11 = "-- no statement: the message text's form changed";
 
+// v12. An open question keeps how many of its questions are answered, and their answers (a secret
+// one's left out): a restart in the middle of a request of several questions goes on with the next,
+// where it took the next reply for the first question again.
+constexpr std::string_view kSchemaV12 =
+    "ALTER TABLE questions ADD COLUMN progress TEXT NOT NULL DEFAULT '{}';  -- {\"answered\": N, \"answers\": {id: [..]}}";
+
 // Append only: a released step never changes, since stores in the field already ran it. A v2 is a
 // new entry after v1, e.g.
 //   {2, "v2: outbox entries remember their message ids",
@@ -320,6 +326,7 @@ constexpr SchemaStep kSchemaSteps[] = {
     {9, "v9: no work index by request id (the turns in flight are kept in memory)", kSchemaV9},
     {10, "v10: no UNIQUE bot-message index (the entries' keys are kept in memory)", kSchemaV10},
     {11, "v11: a stored message leaves out what its row holds", kSchemaV11},
+    {12, "v12: an open question keeps the answers given so far", kSchemaV12},
 };
 
 }  // namespace

@@ -59,7 +59,9 @@ class RecordingAdapter : public ChatAdapter {
       on_send(op);
       lock.lock();
     }
-    if (hold_button_posts && !message.buttons.empty()) {  // the platform shows it; the answer comes later
+    const bool hold = (hold_button_posts && !message.buttons.empty()) ||
+                      (!hold_posts_with.empty() && message.text.find(hold_posts_with) != std::string::npos);
+    if (hold) {  // the platform shows it; the answer comes later
       held_.push_back([handler = std::move(handler), out = std::move(out)]() mutable { handler(std::move(out)); });
       return;
     }
@@ -76,7 +78,7 @@ class RecordingAdapter : public ChatAdapter {
     context_.Post([handler = std::move(handler), out = std::move(out)]() mutable { handler(std::move(out)); });
   }
 
-  // Answers the posts held by hold_button_posts.
+  // Answers the posts held by hold_button_posts and hold_posts_with.
   void ReleaseHeld() {
     std::vector<std::function<void()>> held;
     {
@@ -184,6 +186,7 @@ class RecordingAdapter : public ChatAdapter {
   bool fail_edits = false;     // every edit fails
   int rate_limited_edits = 0;  // the next N edits get a 429 (retry after 30 ms)
   bool hold_button_posts = false;  // posts with buttons answer only at ReleaseHeld()
+  std::string hold_posts_with;     // so do posts whose text holds this (set before the calls)
   bool complete_posts_twice = false;  // every post's handler is called twice (an adapter's bug)
   // Called with each post and edit as it is sent (on the caller's thread, before the platform's
   // answer): a test looks at what the bot had stored by then. Set before the calls.

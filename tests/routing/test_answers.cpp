@@ -71,6 +71,20 @@ TEST_CASE("A number with no option is an error naming the range", "[answers]") {
   CHECK_THAT(Refused("2", one), Catch::Contains("pick one of 1."));
 }
 
+TEST_CASE("A secret question's wrong number is not shown back", "[answers]") {
+  InputQuestion secret = Pick();
+  secret.secret = true;
+  for (const char* pin : {"482193", "0", "99999999999999999999999"}) {
+    INFO(pin);
+    const std::string why = Refused(pin, secret);
+    CHECK(why.find(pin) == std::string::npos);
+    CHECK_THAT(why, Catch::Contains("no such option") && Catch::Contains("pick one of 1\xE2\x80\x93"
+                                                                          "3"));
+  }
+  secret.multi_select = true;
+  CHECK(Refused("2, 482193", secret).find("482193") == std::string::npos);
+}
+
 TEST_CASE("An option's label picks it, trimmed and in any case", "[answers]") {
   CHECK(Answer("sqlite", Pick()) == Labels{"SQLite"});
   CHECK(Answer("  POSTGRES  ", Pick()) == Labels{"Postgres"});

@@ -12,6 +12,7 @@
 #include <catch2/catch.hpp>
 
 #include "router_rig.hpp"
+#include "test_store_support.hpp"
 #include "routing/store.hpp"
 #include "sessionturn/backend.hpp"
 #include "sessionturn/router.hpp"
@@ -200,6 +201,64 @@ TEST_CASE("router: the agent's question is asked in the thread and answered by t
   REQUIRE(*rig.Send(Msg("3", "2")) == Disposition::accepted);
   REQUIRE(rig.adapter.WaitForText("Answers: lang=Python"));
   CHECK(rig.adapter.WaitForText("Answered by Ada U1: Python"));
+}
+
+TEST_CASE("router: a question is answered by the next message in a Slack thread, which replies to the thread's root",
+          "[routing][router]") {
+  TempRoot root;
+  const std::string script = root.File("ask.json", kLanguageQuestion);
+  Rig rig(root, ThreadedCaps(), "script:" + script);
+  REQUIRE(*rig.Send(Msg("1", "start")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("Which language?"));
+  // Once the router has the question's message id (it stores the question then): a reply to an
+  // unknown message before that is taken for the question anyway.
+  store_test::RawDb raw(root.path() + "/router.db");
+  REQUIRE(backend_test::Eventually([&] { return raw.Int("SELECT count(*) FROM questions") == 1; }));
+  // Slack's events mark every message in a thread as a reply to the thread's first message
+  // (thread_ts): the answer is written in the thread, not a reply to another message.
+  InboundMessage answer = Msg("2", "2");
+  answer.reply_to_message_id = "T1";
+  REQUIRE(*rig.Send(answer) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("Answers: lang=Python"));
+  CHECK(rig.adapter.WaitForText("Answered by Ada U1: Python"));
+  CHECK(rig.WaitDelivered(1));  // the turn's reply, once
+  CHECK(rig.adapter.CountMessagesWith("Answers: lang=Python") == 1);
+}
+
+TEST_CASE("router: with two questions open in a chat without threads, a plain answer is asked to name one",
+          "[routing][router]") {
+  TempRoot root;
+  const std::string script = root.File("ask.json", kLanguageQuestion);
+  Rig rig(root, PrivateChatCaps(), "script:" + script);
+  auto questions = [](const std::vector<SentOp>& ops) {
+    std::vector<std::string> ids;
+    for (const auto& op : ops) {
+      if (op.kind == "post" && op.ok && op.text.find("Which language?") != std::string::npos) ids.push_back(op.message_id);
+    }
+    return ids;
+  };
+  // U1's turn in the first Session asks; U2's in a second Session asks too (U2 may not answer U1's
+  // question, so U2's message is a prompt, not an answer).
+  REQUIRE(*rig.Send(Msg("1", "start", "")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitFor([&](const std::vector<SentOp>& ops) { return questions(ops).size() == 1; }));
+  REQUIRE(*rig.Send(Msg("2", "/new second", "")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("Now talking to"));
+  REQUIRE(*rig.Send(Msg("3", "start too", "", "U2")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitFor([&](const std::vector<SentOp>& ops) { return questions(ops).size() == 2; }));
+  const std::string second = questions(rig.adapter.Ops()).at(1);
+  // An admin may answer both: a plain "2" names neither, and answers neither.
+  REQUIRE(*rig.Send(Msg("4", "2", "", "admin")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("More than one of the agent's questions is open here"));
+  CHECK(rig.adapter.CountMessagesWith("Answers: lang=") == 0);
+  // A reply to the second question answers it; then U1's plain answer can only mean the first.
+  InboundMessage reply = Msg("5", "1", "", "admin");
+  reply.reply_to_message_id = second;
+  REQUIRE(*rig.Send(reply) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("Answers: lang=C++"));
+  REQUIRE(*rig.Send(Msg("6", "2", "")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("Answers: lang=Python"));
+  CHECK(rig.adapter.CountMessagesWith("Answers: lang=") == 2);
+  CHECK(rig.adapter.CountMessagesWith("More than one of the agent's questions") == 1);
 }
 
 TEST_CASE("router: a question answered by a button press, and a stale button is told so", "[routing][router]") {

@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -429,6 +430,92 @@ TEST_CASE("router: a graceful shutdown tells the thread once and the next start 
   // Into the first run's placeholder, not a new message.
   CHECK(second.adapter.Text(placeholder).find("finished after the restart") != std::string::npos);
   CHECK(Posts(second.adapter.Ops(), "finished after the restart") == 0);
+}
+
+namespace {
+
+// A request of two questions, the first secret or not.
+std::string TwoQuestions(const TempRoot& root, bool first_secret) {
+  return root.File(first_secret ? "two-secret.json" : "two.json", std::string(R"({"turns": [[
+    {"type": "question", "inputId": "pick", "questions": [
+      {"id": "lang", "header": "Language", "question": "Which language?", "secret": )") +
+                                                   (first_secret ? "true" : "false") + R"(,
+       "options": [{"label": "C++"}, {"label": "Python"}]},
+      {"id": "db", "header": "Database", "question": "Which database?",
+       "options": [{"label": "Postgres"}, {"label": "SQLite"}]}]}]]})");
+}
+
+// The first bot asks both questions, takes the answer to the first and stops; the second is started.
+void AnswerFirstThenRestart(const TempRoot& root, const std::string& script) {
+  Bot first(root, "script:" + script, false, "first-", Options(root));
+  REQUIRE(*first.Send(Msg("1", "start")) == Disposition::accepted);
+  REQUIRE(first.adapter.WaitForText("Which database?"));
+  REQUIRE(*first.Send(Msg("2", "2")) == Disposition::accepted);
+  REQUIRE(first.adapter.WaitForText("Now question 2 of 2"));
+  REQUIRE(first.router->ShutdownAndWait());
+}
+
+}  // namespace
+
+TEST_CASE("router: a request of several questions answered in part before a restart goes on with the next one",
+          "[routing][router]") {
+  TempRoot root;
+  const std::string script = TwoQuestions(root, false);
+  AnswerFirstThenRestart(root, script);
+  CHECK(StoreInt(root.path() + "/router.db", "SELECT count(*) FROM questions WHERE progress LIKE '%Python%'") == 1);
+  Bot second(root, "script:" + script, false, "second-", Options(root));
+  // The thread was told "Now question 2 of 2": the next reply answers the database question.
+  REQUIRE(*second.Send(Msg("3", "1")) == Disposition::accepted);
+  REQUIRE(second.adapter.WaitForText("Answers: db=Postgres lang=Python"));
+  CHECK(second.adapter.CountMessagesWith("Now question 2 of 2") == 0);
+}
+
+TEST_CASE("router: a request whose secret answer was given before a restart is asked again from its first question",
+          "[routing][router]") {
+  TempRoot root;
+  const std::string script = TwoQuestions(root, true);
+  AnswerFirstThenRestart(root, script);
+  // The store knows one answer was given, and not what it was.
+  const std::string db = root.path() + "/router.db";
+  CHECK(StoreInt(db, "SELECT count(*) FROM questions WHERE progress LIKE '%\"answered\":1%'") == 1);
+  CHECK(StoreInt(db, "SELECT count(*) FROM questions WHERE progress LIKE '%Python%'") == 0);
+  Bot second(root, "script:" + script, false, "second-", Options(root));
+  REQUIRE(second.adapter.WaitForText("please answer them again, from question 1"));
+  REQUIRE(*second.Send(Msg("3", "1")) == Disposition::accepted);
+  REQUIRE(second.adapter.WaitForText("Now question 2 of 2"));
+  REQUIRE(*second.Send(Msg("4", "2")) == Disposition::accepted);
+  REQUIRE(second.adapter.WaitForText("Answers: db=SQLite lang=C++"));
+}
+
+TEST_CASE("router: a graceful shutdown waits for a reply's part on its way, so the next start does not post it again",
+          "[routing][router]") {
+  TempRoot root;
+  std::string words;
+  for (int i = 0; i < 1300; ++i) words += "word" + std::to_string(i % 10) + " ";  // a reply of two parts
+  {
+    Bot first(root, "echo", true, "first-", Options(root));
+    first.adapter.hold_posts_with = "(2/2)";
+    REQUIRE(*first.Send(Msg("1", words)) == Disposition::accepted);
+    REQUIRE(first.adapter.WaitFor([](const std::vector<SentOp>& ops) {
+      for (const auto& op : ops) {
+        if (op.kind == "post" && op.text.find("(2/2)") != std::string::npos) return true;
+      }
+      return false;
+    }));
+    auto stopped = std::async(std::launch::async, [&first] { return first.router->ShutdownAndWait(); });
+    // The part is on the platform; the shutdown waits for its post to come back (within its budget).
+    CHECK(stopped.wait_for(300ms) == std::future_status::timeout);
+    first.adapter.ReleaseHeld();
+    REQUIRE(stopped.wait_for(10s) == std::future_status::ready);
+    REQUIRE(stopped.get());
+    CHECK(first.router->Stats().replies_delivered == 1);
+  }
+  Bot second(root, "echo", true, "second-", Options(root));
+  // Its start looked at the outbox before it takes this message in.
+  REQUIRE(*second.Send(Msg("2", "after the restart")) == Disposition::accepted);
+  REQUIRE(second.adapter.WaitForText("after the restart"));
+  CHECK(Posts(second.adapter.Ops(), "(2/2)") == 0);
+  CHECK(Posts(second.adapter.Ops(), "(1/2)") == 0);
 }
 
 TEST_CASE("router: a message still waiting for a slot when the bot stops runs after the restart, into its receipt",

@@ -41,8 +41,8 @@ TEST_CASE("store schema: a new store is at this build's version with every table
   TempDir dir;
   const std::string path = dir.File("router.db");
   OpenStore(path).reset();
-  REQUIRE(SchemaVersion() == 11);
-  REQUIRE(SchemaSteps().size() == 11);
+  REQUIRE(SchemaVersion() == 12);
+  REQUIRE(SchemaSteps().size() == 12);
   RawDb raw(path);
   CHECK(raw.Int("PRAGMA user_version") == SchemaVersion());
   for (const char* table : {"bindings", "chat_sessions", "current_sessions", "bot_messages", "dedupe_event", "dedupe_message", "work",
@@ -445,7 +445,7 @@ TEST_CASE("store schema: a v10 store's messages read the same at v11, and new on
   auto store = OpenStore(path);
   {
     RawDb raw(path);
-    CHECK(raw.Int("PRAGMA user_version") == 11);
+    CHECK(raw.Int("PRAGMA user_version") == SchemaVersion());
   }
   auto inbox = store->ListInbox();
   REQUIRE(inbox);
@@ -481,6 +481,35 @@ TEST_CASE("store schema: a v10 store's messages read the same at v11, and new on
   CHECK(turn->message.thread == "T1");
   CHECK(turn->message.author_id == "U1");
   CHECK(turn->message.text == "seven");
+}
+
+TEST_CASE("store schema: a v11 store's open questions read at v12 with no answers given yet", "[routing][store]") {
+  TempDir dir;
+  const std::string path = dir.File("router.db");
+  WriteAtVersion(path, 11, R"sql(
+    INSERT INTO questions (id, session, request_id, input_id, platform, workspace, chat, thread, message_id,
+                           questions, asker_id, deadline_ms)
+    VALUES ('q1', 'one', 'req-1', 'in-1', 'slack', 'W1', 'C1', 'T1', 'm9',
+            '[{"id":"lang","question":"Which?","options":[{"label":"C++"}]},{"id":"db","question":"And?"}]', 'U1', 70);)sql");
+  auto store = OpenStore(path);
+  auto all = store->ListQuestions();
+  REQUIRE(all.has_value());
+  REQUIRE(all->size() == 1);
+  const OpenQuestion& q = all->at(0);
+  CHECK(q.questions.size() == 2);
+  CHECK(q.answered == 0);
+  CHECK(q.answers.empty());
+  // A progress column that is not what the store writes is damage, named with its row.
+  store.reset();
+  {
+    RawDb raw(path);
+    raw.Exec("UPDATE questions SET progress = '{\"answered\": -1}'");
+  }
+  store = OpenStore(path);
+  auto damaged = store->ListQuestions();
+  REQUIRE_FALSE(damaged);
+  CHECK(damaged.error().code == Errc::io_error);
+  CHECK_THAT(damaged.error().message, Catch::Contains("question q1") && Catch::Contains("progress.answered"));
 }
 
 TEST_CASE("store schema: a failing step changes nothing, its version included", "[routing][store]") {

@@ -727,6 +727,42 @@ TEST_CASE("store: open questions are found by id, by message and by thread", "[r
   CHECK(all->at(1).id == "q9z");
 }
 
+TEST_CASE("store: an open question keeps the answers given so far", "[routing][store]") {
+  Fixture f;
+  auto& s = *f.store;
+  OpenQuestion q;
+  q.id = "q7x";
+  q.session = "sess";
+  q.request_id = "req-1";
+  q.input_id = "input-3";
+  q.thread = Thread();
+  q.message_id = "m-ask";
+  q.questions = {InputQuestion{"color", "", "Which one?", {{"red", ""}, {"blue", ""}}, true, false},
+                 InputQuestion{"size", "", "How big?", {}, false, false},
+                 InputQuestion{"token", "", "Paste it", {}, false, true}};
+  q.asker_id = "U1";
+  q.deadline = At(60'000);
+  // Not stored yet: nothing to update (AddQuestion writes what it has then).
+  CHECK(s.SetQuestionProgress(q).error().code == Errc::not_found);
+  q.answered = 1;
+  q.answers = {{"color", {"red", "blue"}}};
+  REQUIRE(s.AddQuestion(q));
+  auto found = s.FindQuestion("q7x");
+  REQUIRE(found->has_value());
+  CHECK((*found)->answered == 1);
+  CHECK((*found)->answers == q.answers);
+  q.answered = 2;
+  q.answers["size"] = {"large, \"quoted\" and 日本語"};
+  REQUIRE(s.SetQuestionProgress(q));
+  auto all = s.ListQuestions();
+  REQUIRE(all->size() == 1);
+  CHECK(all->at(0).answered == 2);
+  CHECK(all->at(0).answers == q.answers);
+  // The rest of the row is as it was.
+  CHECK(all->at(0).questions == q.questions);
+  CHECK(all->at(0).message_id == "m-ask");
+}
+
 TEST_CASE("store: unicode and very long strings round-trip", "[routing][store]") {
   Fixture f;
   auto& s = *f.store;
