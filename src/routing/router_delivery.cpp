@@ -93,6 +93,16 @@ void Router::Impl::DeliverPart(std::shared_ptr<OutboxEntry> e, int edit_attempts
     if (e->id != 0) {
       delivering.erase(e->id);
       if (auto st = store->RemoveOutbox(e->id); !st) Log(LogLevel::warning, st.error().ToString());
+    } else if (unstored_turns.erase(e->request_id) > 0) {
+      // A reply that went out unstored is in: its turn's record goes, or a restart would send it again.
+      WriteBehind([&] {
+        if (auto finished = store->FinishTurn(e->request_id); !finished) {
+          Log(LogLevel::error, "turn " + e->request_id + ": its reply is in, but its record stays (a restart will "
+                               "deliver the reply again): " + finished.error().ToString());
+        } else if (*finished && pass_open) {
+          behind_finishes.push_back(e->request_id);
+        }
+      });
     }
     Bump(&RouterStats::replies_delivered);
     PublishGauges();
@@ -165,8 +175,13 @@ void Router::Impl::OnPartFailed(std::shared_ptr<OutboxEntry> e, const Error& err
                                                       std::to_string(e->parts.size()) + " of the reply"
                                                 : "The reply";
   Log(LogLevel::warning, which + " to chat " + e->thread.chat + " could not be delivered: " + error.ToString());
-  Note(e->thread, "\u26A0\uFE0F " + which + " could not be delivered (" + EscapeMarkdown(error.message) +
-                      "). It is kept and will be sent again.", e->session);
+  // Unstored (SendStored), it has no outbox row to retry from: its turn's record brings it back at the
+  // next start.
+  const bool unstored = e->id == 0 && unstored_turns.erase(e->request_id) > 0;
+  Note(e->thread, "\u26A0\uFE0F " + which + " could not be delivered (" + EscapeMarkdown(error.message) + "). " +
+                      (unstored ? "It could not be stored either; it will be sent again when the bot restarts."
+                                : "It is kept and will be sent again."),
+       e->session);
   const auto next = std::chrono::system_clock::now() + kOutboxRetry;
   if (e->id != 0) {
     delivering.erase(e->id);

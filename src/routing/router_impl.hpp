@@ -244,6 +244,9 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   bool ticker_armed = false;
   std::vector<std::shared_ptr<routing::TurnRun>> ticking;  // running turns, each at its tick_slot
   std::unordered_set<std::int64_t> delivering;  // outbox entries with a delivery running
+  // Turns whose reply goes out without having been stored (SendStored): their record stays, so that a
+  // restart before the reply is in delivers it again, and is finished once it is.
+  std::unordered_set<std::string> unstored_turns;
   bool pass_open = false;  // the store's batch holds writes behind, and a ClosePass is posted
   std::size_t behind_writes = 0;  // in the open pass: what a failed commit loses, for its log line
   std::vector<std::int64_t> behind_removals;  // outbox rows removed in the open pass

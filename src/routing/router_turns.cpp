@@ -795,7 +795,13 @@ void Router::Impl::StoreReply(const std::shared_ptr<TurnRun>& turn, std::shared_
 void Router::Impl::SendStored(const std::shared_ptr<TurnRun>& turn, routing::OutboxEntry e, Result<std::int64_t> id,
                               const Status& committed, int edit_attempts, std::chrono::milliseconds delay) {
   if (id) delivering.erase(*id);  // claimed when it was written; Deliver claims it again
-  if (!committed && id) id = Fail(committed.error());
+  if (!committed && id) {
+    // The pass's commit failed and took the reply's storing back with it (the turn's record is there
+    // again, the outbox row gone): stored once more, on its own.
+    Result<std::int64_t> again = Fail(committed.error());
+    const Status st = Durably("storing a reply again", [&] { again = store->CompleteTurn(e); });
+    id = st ? std::move(again) : Result<std::int64_t>(Fail(st.error()));
+  }
   if (!id && id.error().code == Errc::not_found) {
     // The turn's record is gone: its reply was stored (and queued) already. Another copy would post
     // the reply twice.
@@ -803,8 +809,11 @@ void Router::Impl::SendStored(const std::shared_ptr<TurnRun>& turn, routing::Out
     return;
   }
   if (!id) {
-    // Not stored: it goes out now, and is lost only if this process dies before it lands.
-    Log(LogLevel::error, "the reply of turn " + turn->request_id + " could not be stored: " + id.error().ToString());
+    // Not stored: it goes out now. Its turn's record stays until it is in (DeliverPart finishes it), so
+    // a restart before then delivers it again rather than losing it.
+    Log(LogLevel::error, "the reply of turn " + turn->request_id + " could not be stored (it goes out now): " +
+                             id.error().ToString());
+    unstored_turns.insert(turn->request_id);
   } else {
     e.id = *id;
   }

@@ -234,6 +234,29 @@ TEST_CASE("router: a failed commit of written-behind records removes a delivered
   CHECK(StoreInt(db, "SELECT count(*) FROM bot_messages WHERE kind = 'reply'") == 0);  // that record was lost
 }
 
+TEST_CASE("router: a reply whose storing cannot commit goes out once, and its turn's record goes once it is in",
+          "[routing][router]") {
+  TempRoot root;
+  const std::string db = root.path() + "/router.db";
+  Rig rig(root);
+  // Every commit that stores a reply fails (a deferred foreign key its outbox row breaks): the pass's,
+  // and the store's second try on its own. The reply then goes out unstored; its turn's record must go
+  // once it is in, or a restart would re-attach to the turn and send the reply a second time.
+  StoreExec(db, R"sql(
+    CREATE TABLE parent (id INTEGER PRIMARY KEY);
+    CREATE TABLE child (pid INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED);
+    CREATE TRIGGER break_the_reply AFTER INSERT ON outbox BEGIN INSERT INTO child VALUES (42); END;)sql");
+  rig.adapter.fail_posts = 1;  // the placeholder: the reply is stored before it is posted
+  REQUIRE(rig.Send(Msg("1", "hello")));
+  REQUIRE(rig.WaitDelivered(1));
+  CHECK(Posts(rig.adapter.Ops(), "echo #1:") == 1);
+  CHECK(rig.LoggedWith("could not be stored") == 1);
+  rig.router.reset();
+  CHECK(StoreInt(db, "SELECT count(*) FROM work WHERE request_id IS NOT NULL") == 0);
+  CHECK(StoreInt(db, "SELECT count(*) FROM outbox") == 0);
+  CHECK(StoreInt(db, "SELECT count(*) FROM child") == 0);
+}
+
 TEST_CASE("router: what it writes behind (a placeholder's ids, a delivered reply) commits while it runs",
           "[routing][router]") {
   TempRoot root;
