@@ -210,6 +210,18 @@ TEST_CASE("router: a turn's start is committed before its prompt, and its record
   CHECK(*rows_at_reply == 1);  // the turn (or its stored reply) was in the file while its reply was sent
 }
 
+namespace {
+
+// A commit that holds a write `when` fires on (a trigger's timing and event) fails: the trigger
+// inserts a row breaking a deferred foreign key, which SQLite checks at COMMIT.
+void BreakCommitsOn(const std::string& db, const std::string& when) {
+  StoreExec(db, "CREATE TABLE parent (id INTEGER PRIMARY KEY);"
+                "CREATE TABLE child (pid INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED);"
+                "CREATE TRIGGER break_commits " + when + " BEGIN INSERT INTO child VALUES (42); END;");
+}
+
+}  // namespace
+
 TEST_CASE("router: a failed commit of written-behind records removes a delivered reply's outbox row again",
           "[routing][router]") {
   TempRoot root;
@@ -219,11 +231,7 @@ TEST_CASE("router: a failed commit of written-behind records removes a delivered
   // own, since its placeholder's post failed) writes a row that breaks a deferred foreign key, which
   // SQLite checks at COMMIT. The removal of the outbox row, run again on its own, does not touch that
   // table, and commits.
-  StoreExec(db, R"sql(
-    CREATE TABLE parent (id INTEGER PRIMARY KEY);
-    CREATE TABLE child (pid INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED);
-    CREATE TRIGGER break_the_pass AFTER INSERT ON bot_messages WHEN NEW.kind = 'reply'
-    BEGIN INSERT INTO child VALUES (42); END;)sql");
+  BreakCommitsOn(db, "AFTER INSERT ON bot_messages WHEN NEW.kind = 'reply'");
   rig.adapter.fail_posts = 1;  // the placeholder
   REQUIRE(rig.Send(Msg("1", "hello")));
   REQUIRE(rig.WaitDelivered(1));
@@ -242,10 +250,7 @@ TEST_CASE("router: a reply whose storing cannot commit goes out once, and its tu
   // Every commit that stores a reply fails (a deferred foreign key its outbox row breaks): the pass's,
   // and the store's second try on its own. The reply then goes out unstored; its turn's record must go
   // once it is in, or a restart would re-attach to the turn and send the reply a second time.
-  StoreExec(db, R"sql(
-    CREATE TABLE parent (id INTEGER PRIMARY KEY);
-    CREATE TABLE child (pid INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED);
-    CREATE TRIGGER break_the_reply AFTER INSERT ON outbox BEGIN INSERT INTO child VALUES (42); END;)sql");
+  BreakCommitsOn(db, "AFTER INSERT ON outbox");
   rig.adapter.fail_posts = 1;  // the placeholder: the reply is stored before it is posted
   REQUIRE(rig.Send(Msg("1", "hello")));
   REQUIRE(rig.WaitDelivered(1));

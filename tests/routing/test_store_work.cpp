@@ -658,9 +658,10 @@ TEST_CASE("store: CompleteTurn queues the reply once and the outbox entry is upd
   REQUIRE(s.ListOutbox()->size() == 1);
 }
 
-TEST_CASE("store: open questions are found by id, by message and by thread", "[routing][store]") {
-  Fixture f;
-  auto& s = *f.store;
+namespace {
+
+// An open question of Thread(), id q7x, asked by U1 in message m-ask.
+OpenQuestion Asked(std::vector<InputQuestion> questions) {
   OpenQuestion q;
   q.id = "q7x";
   q.session = "sess";
@@ -668,10 +669,19 @@ TEST_CASE("store: open questions are found by id, by message and by thread", "[r
   q.input_id = "input-3";
   q.thread = Thread();
   q.message_id = "m-ask";
-  q.questions = {InputQuestion{"color", "Colour", "Which one?", {{"red", "warm"}, {"blue", ""}}, true, false},
-                 InputQuestion{"token", "", "Paste it", {}, false, true}};
+  q.questions = std::move(questions);
   q.asker_id = "U1";
   q.deadline = At(60'000);
+  return q;
+}
+
+}  // namespace
+
+TEST_CASE("store: open questions are found by id, by message and by thread", "[routing][store]") {
+  Fixture f;
+  auto& s = *f.store;
+  OpenQuestion q = Asked({InputQuestion{"color", "Colour", "Which one?", {{"red", "warm"}, {"blue", ""}}, true, false},
+                          InputQuestion{"token", "", "Paste it", {}, false, true}});
   REQUIRE(s.AddQuestion(q));
   OpenQuestion q2 = q;
   q2.id = "q8y";
@@ -730,18 +740,9 @@ TEST_CASE("store: open questions are found by id, by message and by thread", "[r
 TEST_CASE("store: an open question keeps the answers given so far", "[routing][store]") {
   Fixture f;
   auto& s = *f.store;
-  OpenQuestion q;
-  q.id = "q7x";
-  q.session = "sess";
-  q.request_id = "req-1";
-  q.input_id = "input-3";
-  q.thread = Thread();
-  q.message_id = "m-ask";
-  q.questions = {InputQuestion{"color", "", "Which one?", {{"red", ""}, {"blue", ""}}, true, false},
-                 InputQuestion{"size", "", "How big?", {}, false, false},
-                 InputQuestion{"token", "", "Paste it", {}, false, true}};
-  q.asker_id = "U1";
-  q.deadline = At(60'000);
+  OpenQuestion q = Asked({InputQuestion{"color", "", "Which one?", {{"red", ""}, {"blue", ""}}, true, false},
+                          InputQuestion{"size", "", "How big?", {}, false, false},
+                          InputQuestion{"token", "", "Paste it", {}, false, true}});
   // Not stored yet: nothing to update (AddQuestion writes what it has then).
   CHECK(s.SetQuestionProgress(q).error().code == Errc::not_found);
   q.answered = 1;
