@@ -189,7 +189,7 @@ struct QuestionRun {
   OpenQuestion stored;
   Responder responder;                  // empty after a restart until the re-attached turn asks again
   std::weak_ptr<TurnRun> turn;
-  std::size_t next = 0;                 // the question answered next (several are answered in order)
+  // Every answer given so far, a secret one's too (`stored` keeps how many, and the others' answers).
   std::map<std::string, std::vector<std::string>> answers;
   std::unique_ptr<asio::steady_timer> timeout;
   bool resolved = false;

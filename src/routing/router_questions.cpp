@@ -174,7 +174,7 @@ void Router::Impl::AnswerFromChat(QuestionRun& q, const InboundMessage& m, bool 
          q.stored.session, m.message_id);
     return;
   }
-  const InputQuestion& current = q.stored.questions.at(q.next);
+  const InputQuestion& current = q.stored.questions.at(q.stored.answered);
   auto choice = routing::ParseAnswer(m.text, current);
   if (!choice) {
     Note(m.Where(), "That is not an answer to the question: " + EscapeMarkdown(choice.error().message),
@@ -190,14 +190,13 @@ void Router::Impl::Answer(QuestionRun& q, std::vector<std::string> choice, const
   // `q` lives in `questions`: keep it (and its id) alive past the erase below.
   const auto hold = questions.at(q.stored.id);
   const std::string id = q.stored.id;
-  const InputQuestion& current = q.stored.questions.at(q.next);
+  const InputQuestion& current = q.stored.questions.at(q.stored.answered);
   const bool secret = current.secret;
   q.answers[current.id] = choice;
-  ++q.next;
-  if (q.next < q.stored.questions.size()) {
+  ++q.stored.answered;
+  if (q.stored.answered < q.stored.questions.size()) {
     // Stored before the thread is asked for the next one: after a restart the next reply is still
     // taken for it. A secret answer is not stored (a restart then asks from the first question again).
-    q.stored.answered = q.next;
     if (!secret) q.stored.answers[current.id] = choice;
     Status kept;
     (void)Durably("recording an answer", [&] { kept = store->SetQuestionProgress(q.stored); });
@@ -205,7 +204,7 @@ void Router::Impl::Answer(QuestionRun& q, std::vector<std::string> choice, const
       Log(LogLevel::warning, "question " + id + ": the answers so far were not stored (after a restart it would "
                              "be asked from its first question again): " + kept.error().ToString());
     }
-    Note(q.stored.thread, "Got it. Now question " + std::to_string(q.next + 1) + " of " +
+    Note(q.stored.thread, "Got it. Now question " + std::to_string(q.stored.answered + 1) + " of " +
                               std::to_string(q.stored.questions.size()) + ", please.", q.stored.session);
     return;
   }
@@ -324,7 +323,7 @@ void Router::Impl::Action(InboundAction action) {
     }
     QuestionRun& q = *it->second;
     if (!MayAnswer(q, action.author_id)) return Ack(action, "Only the person whose message started this turn can answer.");
-    const InputQuestion& current = q.stored.questions.at(q.next);
+    const InputQuestion& current = q.stored.questions.at(q.stored.answered);
     if (choice->option == 0 || choice->option > current.options.size()) {
       return Ack(action, "That option is not one of this question's.");
     }

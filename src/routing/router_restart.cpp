@@ -27,7 +27,6 @@ void Router::Impl::ResumeAnswers(routing::QuestionRun& q) {
   bool whole = o.answered < o.questions.size();
   for (std::size_t i = 0; whole && i < o.answered; ++i) whole = !o.questions[i].secret && o.answers.count(o.questions[i].id);
   if (whole) {
-    q.next = o.answered;
     q.answers = o.answers;
     return;
   }

@@ -1,5 +1,7 @@
 // The store's work in progress, second half (store.hpp): the outbox of replies not yet delivered
 // (queued with the turn's end in one transaction) and the open questions.
+#include <map>
+
 #include "routing/store.hpp"
 #include "routing/store_json.hpp"
 #include "routing/store_sqlite.hpp"
@@ -18,27 +20,33 @@ Result<T> DecodeColumn(const std::string& path, const std::string& row, const st
 }
 
 // The progress column: {"answered": N, "answers": {question id: [labels or text]}}.
+struct Progress {
+  std::size_t answered = 0;
+  std::map<std::string, std::vector<std::string>> answers;
+};
+
 Json ProgressToJson(const OpenQuestion& o) {
   Json answers = Json::object();
   for (const auto& [id, choice] : o.answers) answers[id] = StringsToJson(choice);
   return Json{{"answered", o.answered}, {"answers", std::move(answers)}};
 }
 
-Status ProgressFromJson(const Json& j, OpenQuestion& o) {
+Result<Progress> ProgressFromJson(const Json& j) {
+  Progress p;
   if (!j.is_object()) return Fail(Errc::invalid_argument, "progress is not a JSON object");
   if (auto it = j.find("answered"); it != j.end()) {
     if (!it->is_number_unsigned()) return Fail(Errc::invalid_argument, "progress.answered is not a count");
-    o.answered = it->get<std::size_t>();
+    p.answered = it->get<std::size_t>();
   }
   if (auto it = j.find("answers"); it != j.end()) {
     if (!it->is_object()) return Fail(Errc::invalid_argument, "progress.answers is not an object");
     for (const auto& [id, choice] : it->items()) {
       auto strings = StringsFromJson(choice);
       if (!strings) return Fail(Errc::invalid_argument, "progress.answers." + id + ": " + strings.error().message);
-      o.answers[id] = std::move(*strings);
+      p.answers[id] = std::move(*strings);
     }
   }
-  return {};
+  return p;
 }
 
 // Columns: id, session, request_id, input_id, platform, workspace, chat, thread, message_id, questions,
@@ -56,10 +64,10 @@ Result<OpenQuestion> ReadQuestion(const Stmt& q, const std::string& path) {
   o.questions = std::move(*questions);
   o.asker_id = q.Text(10);
   o.deadline = q.Time(11);
-  auto progress = ParseJson(q.Text(12));
-  if (!progress) return Fail(Errc::io_error, "router store " + path + ": question " + o.id + ": " + progress.error().message);
-  if (auto st = ProgressFromJson(*progress, o); !st)
-    return Fail(Errc::io_error, "router store " + path + ": question " + o.id + ": " + st.error().message);
+  auto progress = DecodeColumn(path, "question " + o.id, q.Text(12), &ProgressFromJson);
+  if (!progress) return Fail(progress.error());
+  o.answered = progress->answered;
+  o.answers = std::move(progress->answers);
   return o;
 }
 

@@ -188,13 +188,25 @@ TEST_CASE("router: in a chat without threads, new and use switch Sessions and a 
   CHECK(rig.adapter.WaitForText("sessions"));
 }
 
+namespace {
+
+// A rig whose Sessions run the language question's script: its first message's turn (thread T1) has
+// asked "Which language?".
+struct Asking {
+  Asking() {
+    REQUIRE(*rig.Send(Msg("1", "start")) == Disposition::accepted);
+    REQUIRE(rig.adapter.WaitForText("Which language?"));
+  }
+  TempRoot root;
+  Rig rig{root, ThreadedCaps(), "script:" + root.File("ask.json", kLanguageQuestion)};
+};
+
+}  // namespace
+
 TEST_CASE("router: the agent's question is asked in the thread and answered by the next message, not by others",
           "[routing][router]") {
-  TempRoot root;
-  const std::string script = root.File("ask.json", kLanguageQuestion);
-  Rig rig(root, ThreadedCaps(), "script:" + script);
-  REQUIRE(*rig.Send(Msg("1", "start")) == Disposition::accepted);
-  REQUIRE(rig.adapter.WaitForText("Which language?"));
+  Asking asking;
+  Rig& rig = asking.rig;
   // Someone else's message is not an answer: it queues for the Session.
   REQUIRE(*rig.Send(Msg("2", "1", "T1", "U9")) == Disposition::accepted);
   // The author's is.
@@ -205,11 +217,9 @@ TEST_CASE("router: the agent's question is asked in the thread and answered by t
 
 TEST_CASE("router: a question is answered by the next message in a Slack thread, which replies to the thread's root",
           "[routing][router]") {
-  TempRoot root;
-  const std::string script = root.File("ask.json", kLanguageQuestion);
-  Rig rig(root, ThreadedCaps(), "script:" + script);
-  REQUIRE(*rig.Send(Msg("1", "start")) == Disposition::accepted);
-  REQUIRE(rig.adapter.WaitForText("Which language?"));
+  Asking asking;
+  TempRoot& root = asking.root;
+  Rig& rig = asking.rig;
   // Once the router has the question's message id (it stores the question then): a reply to an
   // unknown message before that is taken for the question anyway.
   store_test::RawDb raw(root.path() + "/router.db");
