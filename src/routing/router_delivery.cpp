@@ -205,7 +205,14 @@ void Router::Impl::ScheduleOutboxRetry(std::chrono::milliseconds after) {
 
 void Router::Impl::RetryOutbox(bool all) {
   if (shutting_down) return;
-  auto entries = store->ListOutbox();
+  std::vector<routing::DamagedRow> damaged;
+  auto entries = store->ListOutbox(&damaged);
+  for (const auto& d : damaged) {
+    Log(LogLevel::error, d.error.ToString() + "; it is removed and its thread told");
+    if (auto gone = store->RemoveOutbox(d.id); !gone) Log(LogLevel::warning, gone.error().ToString());
+    Note(d.thread, "\u26A0\uFE0F A reply meant for this thread could not be read back from the bot's state "
+                   "file, so it cannot be delivered. `status` shows what the Session is doing.", d.session);
+  }
   if (!entries) {
     // Tried again later: the replies it holds wait for it.
     Log(LogLevel::error, "reading the outbox failed (tried again in " + std::to_string(std::chrono::seconds(kOutboxRetry).count()) +

@@ -118,6 +118,7 @@ struct TurnRun {
   bool direct = false;    // sent to the Session's Driver without a WaitReady first (SessionRun::ready_until)
   bool accepted = false;
   bool attached = false;  // re-attached after a restart
+  bool message_lost = false;  // re-attached, its stored message damaged: it cannot be submitted again
   bool done = false;
   bool with_context = false;  // the thread's earlier messages were fetched for the prompt (maybe none)
   bool signals_posted = false;  // under signals_mu: a job to take `signals` is queued

@@ -42,7 +42,14 @@ void Router::Impl::ResumeAnswers(routing::QuestionRun& q) {
 void Router::Impl::Resume() {
   RetryOutbox(/*all=*/true);
 
-  auto questions_stored = store->ListQuestions();
+  std::vector<routing::DamagedRow> damaged;
+  auto questions_stored = store->ListQuestions(&damaged);
+  for (const auto& d : damaged) {
+    // The re-attached turn asks it again (no question stored for its request): it is posted anew.
+    Log(LogLevel::error, d.error.ToString() + "; it is removed, and asked again when its turn asks");
+    if (auto gone = store->RemoveQuestion(d.key); !gone) Log(LogLevel::warning, gone.error().ToString());
+  }
+  damaged.clear();
   if (!questions_stored) Log(LogLevel::error, "reading the open questions failed: " + questions_stored.error().ToString());
   for (auto& stored : questions_stored ? *questions_stored : std::vector<routing::OpenQuestion>{}) {
     auto q = std::make_shared<routing::QuestionRun>();
@@ -59,7 +66,11 @@ void Router::Impl::Resume() {
     questions[q->stored.id] = q;
   }
 
-  auto turns = store->ListTurns();
+  auto turns = store->ListTurns(&damaged);
+  for (const auto& d : damaged) {
+    Log(LogLevel::error, d.error.ToString() + "; re-attached all the same, so that its reply is delivered");
+  }
+  damaged.clear();
   if (!turns) Log(LogLevel::error, "reading the turns in flight failed: " + turns.error().ToString());
   for (auto& rec : turns ? *turns : std::vector<routing::TurnRecord>{}) {
     const std::size_t route = RouteIndexOf(matcher, rec.message);
@@ -74,6 +85,7 @@ void Router::Impl::Resume() {
     turn->route = route;
     turn->started = std::chrono::steady_clock::now();
     turn->attached = true;
+    turn->message_lost = rec.message_lost;
     turn->accepted = !rec.cursor.turn_id.empty();
     turn->ref = TurnRef{rec.request_id, rec.cursor.turn_id, rec.cursor.last_event_id, rec.cursor.journal_id,
                         rec.cursor.revision};
@@ -96,8 +108,14 @@ void Router::Impl::Resume() {
     ReadyThenRun(turn, [turn, this](Driver& d) { Attach(turn, d); });
   }
 
-  auto inbox = store->ListInbox();
+  auto inbox = store->ListInbox(&damaged);
   if (!inbox) Log(LogLevel::error, "reading the inbox failed: " + inbox.error().ToString());
+  for (const auto& d : damaged) {
+    Log(LogLevel::error, d.error.ToString() + "; it is removed and its thread told");
+    if (auto gone = store->RemoveInbox(d.id); !gone) Log(LogLevel::warning, gone.error().ToString());
+    Note(d.thread, "\u26A0\uFE0F A message sent here before the bot restarted could not be read back from the "
+                   "bot's state file, so it will not run. Please send it again.", d.session);
+  }
   for (auto& entry : inbox ? *inbox : std::vector<routing::InboxEntry>{}) {
     if (entry.deleted) {
       if (auto st = store->RemoveInbox(entry.id); !st) Log(LogLevel::warning, st.error().ToString());

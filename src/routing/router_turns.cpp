@@ -484,14 +484,16 @@ void Router::Impl::Attach(const std::shared_ptr<TurnRun>& turn, Driver& driver) 
                          OnStrand<Result<TurnResult>>([turn = turn](Impl& r, Result<TurnResult> result) {
                            if (!result && result.error().code == Errc::not_found && !turn->done) {
                              // The runtime never got the message (the bot died before it was written):
-                             // submit it now, under the same request id.
-                             r.Log(LogLevel::info, "turn " + turn->request_id + " was not in the Session " +
-                                                       turn->session + ": submitting it again");
-                             // As a turn's start composes it (a platform thread's first turn with the
-                             // thread's earlier messages): the message may never have left the
-                             // router's queue (recorded with its acceptance, the bot stopped before
-                             // its start).
-                             if (SessionRun* s = r.RunOf(*turn); s != nullptr && s->driver) {
+                             // submitted now, under the same request id, as a turn's start composes
+                             // it (a platform thread's first turn with the thread's earlier
+                             // messages). Unless its stored message was damaged: then it failed.
+                             if (turn->message_lost) {
+                               result = Fail(Errc::not_found,
+                                             "the bot restarted before this message reached the Session, and it "
+                                             "could not be read back from the bot's state file; please send it again");
+                             } else if (SessionRun* s = r.RunOf(*turn); s != nullptr && s->driver) {
+                               r.Log(LogLevel::info, "turn " + turn->request_id + " was not in the Session " +
+                                                         turn->session + ": submitting it again");
                                turn->attached = false;
                                return r.Compose(turn);
                              }

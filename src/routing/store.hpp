@@ -143,6 +143,9 @@ struct TurnRecord {
   std::string placeholder_id;
   TurnCursor cursor;
   StoreTime started{};
+  // Its stored message could not be read back (ListTurns with `damaged`): `message` holds only what the
+  // row's columns give (platform, workspace, chat, thread, author), so it cannot be submitted again.
+  bool message_lost = false;
 };
 
 // A reply not yet fully delivered.
@@ -175,6 +178,18 @@ struct OpenQuestion {
   // already is asked again from its first question).
   std::size_t answered = 0;
   std::map<std::string, std::vector<std::string>> answers;
+};
+
+// A row whose JSON column could not be read back. Only the store writes those columns, so this is damage
+// from outside (a hand edit, a disk's). Its plain columns still say where it belongs, so the caller can
+// tell that thread; the row itself stays in the file until the caller removes it.
+struct DamagedRow {
+  std::string what;  // "inbox entry 7", "turn r-1", "outbox entry 3", "question q2"
+  std::int64_t id = 0;  // an inbox or outbox entry's id
+  std::string key;      // a turn's request id, a question's id
+  ThreadRef thread;
+  std::string session;
+  Error error;  // Errc::io_error naming the file, the row and what is wrong
 };
 
 class Db;
@@ -276,7 +291,9 @@ class RouterStore {
   Status MarkInboxDeleted(std::int64_t id);                        // the author deleted it
   Status SetInboxReceipt(std::int64_t id, std::string_view receipt_id);  // its receipt was posted
   Result<bool> RemoveInbox(std::int64_t id);                       // true when it was there
-  Result<std::vector<InboxEntry>> ListInbox();                     // in id order
+  // The lists below fail on the first damaged row, unless given `damaged`: then each damaged row is
+  // reported there and left out (ListTurns: returned still, see there), and the rest are read.
+  Result<std::vector<InboxEntry>> ListInbox(std::vector<DamagedRow>* damaged = nullptr);  // in id order
   Result<std::vector<InboxEntry>> ListInbox(std::string_view session);
 
   // In-flight turns. BeginTurn moves an inbox entry to the turns (Errc::not_found when there is no
@@ -296,7 +313,10 @@ class RouterStore {
   // not call it: the position a turn starts from is enough to find it again.)
   Status UpdateTurnCursor(std::string_view request_id, const TurnCursor& cursor);
   Result<bool> FinishTurn(std::string_view request_id);  // true when it was there
-  Result<std::vector<TurnRecord>> ListTurns();           // in the order they began (by start time, then id)
+  // In the order they began (by start time, then id). A turn whose message is damaged is reported in
+  // `damaged` and returned with `message_lost` set and a message made of its row's columns (no id, no
+  // text): it still runs in its Session, and its reply can still be delivered.
+  Result<std::vector<TurnRecord>> ListTurns(std::vector<DamagedRow>* damaged = nullptr);
 
   // The outbox. CompleteTurn finishes the turn named by reply.request_id and queues its reply in one
   // transaction (Errc::not_found when that turn is not in flight: a reply is queued once), returning
@@ -306,7 +326,7 @@ class RouterStore {
   Status UpdateOutbox(std::int64_t id, std::size_t next_part, int attempts, StoreTime next_attempt,
                       std::string_view last_error);
   Result<bool> RemoveOutbox(std::int64_t id);     // true when it was there
-  Result<std::vector<OutboxEntry>> ListOutbox();  // in id order
+  Result<std::vector<OutboxEntry>> ListOutbox(std::vector<DamagedRow>* damaged = nullptr);  // in id order
 
   // Open questions. AddQuestion refuses an id in use (Errc::invalid_argument).
   Status AddQuestion(const OpenQuestion& question);
@@ -317,7 +337,7 @@ class RouterStore {
   // Stores its `answered` and `answers` (the rest of the row never changes). Errc::not_found when it is
   // not stored (AddQuestion then writes them).
   Status SetQuestionProgress(const OpenQuestion& question);
-  Result<std::vector<OpenQuestion>> ListQuestions();                           // oldest first
+  Result<std::vector<OpenQuestion>> ListQuestions(std::vector<DamagedRow>* damaged = nullptr);  // oldest first
 
  private:
   RouterStore(std::string path, StoreLimits limits, std::unique_ptr<Db> db, int lock_fd);

@@ -42,15 +42,21 @@ Result<InboxEntry> ReadInbox(const Stmt& q, const std::string& path) {
   return e;
 }
 
-Result<std::vector<InboxEntry>> ReadAllInbox(Stmt& q, const std::string& path) {
+Result<std::vector<InboxEntry>> ReadAllInbox(Stmt& q, const std::string& path, std::vector<DamagedRow>* damaged) {
   std::vector<InboxEntry> out;
   for (;;) {
     auto row = q.Step();
     if (!row) return Fail(row.error());
     if (!*row) return out;
     auto e = ReadInbox(q, path);
-    if (!e) return Fail(e.error());
-    out.push_back(std::move(*e));
+    if (e) {
+      out.push_back(std::move(*e));
+    } else if (damaged != nullptr) {
+      damaged->push_back({"inbox entry " + std::to_string(q.Int(0)), q.Int(0), {}, q.Thread(1), q.Text(5),
+                          std::move(e.error())});
+    } else {
+      return Fail(e.error());
+    }
   }
 }
 
@@ -243,13 +249,13 @@ Result<std::vector<InboxEntry>> RouterStore::ReceiptsFromIndex(Result<std::vecto
   return entries;
 }
 
-Result<std::vector<InboxEntry>> RouterStore::ListInbox() {
+Result<std::vector<InboxEntry>> RouterStore::ListInbox(std::vector<DamagedRow>* damaged) {
   auto q = db_->Query("ListInbox", R"sql(
     SELECT id, platform, workspace, chat, thread, session, message, accepted_ms, edited_text, deleted, receipt_id,
            author_id
     FROM work WHERE request_id IS NULL ORDER BY id)sql");
   if (!q) return Fail(q.error());
-  return ReceiptsFromIndex(ReadAllInbox(*q, path_));
+  return ReceiptsFromIndex(ReadAllInbox(*q, path_, damaged));
 }
 
 Result<std::vector<InboxEntry>> RouterStore::ListInbox(std::string_view session) {
@@ -259,7 +265,7 @@ Result<std::vector<InboxEntry>> RouterStore::ListInbox(std::string_view session)
     FROM work WHERE request_id IS NULL AND session = ?1 ORDER BY id)sql");
   if (!q) return Fail(q.error());
   q->Bind(session);
-  return ReceiptsFromIndex(ReadAllInbox(*q, path_));
+  return ReceiptsFromIndex(ReadAllInbox(*q, path_, nullptr));
 }
 
 Result<RouterStore::TurnRows*> RouterStore::Turns() {
@@ -403,7 +409,7 @@ Result<bool> RouterStore::FinishTurn(std::string_view request_id) {
   return DeleteTurn("FinishTurn", request_id);
 }
 
-Result<std::vector<TurnRecord>> RouterStore::ListTurns() {
+Result<std::vector<TurnRecord>> RouterStore::ListTurns(std::vector<DamagedRow>* damaged) {
   auto q = db_->Query("ListTurns", R"sql(
     SELECT request_id, id, session, platform, workspace, chat, thread, author_id, message, placeholder_id,
            last_event_id, journal_id, turn_id, revision, started_ms, edited_text
@@ -421,9 +427,20 @@ Result<std::vector<TurnRecord>> RouterStore::ListTurns() {
     t.thread = q->Thread(3);
     t.author_id = q->Text(7);
     auto m = DecodeMessage(path_, "turn " + t.request_id, q->Text(8), t.thread, t.author_id);
-    if (!m) return Fail(m.error());
-    t.message = std::move(*m);
-    if (!q->Null(15)) t.message.text = q->Text(15);  // edited while it waited
+    if (m) {
+      t.message = std::move(*m);
+      if (!q->Null(15)) t.message.text = q->Text(15);  // edited while it waited
+    } else if (damaged != nullptr) {
+      damaged->push_back({"turn " + t.request_id, t.inbox_id, t.request_id, t.thread, t.session, std::move(m.error())});
+      t.message_lost = true;
+      t.message.platform = t.thread.platform;
+      t.message.workspace = t.thread.workspace;
+      t.message.chat = t.thread.chat;
+      t.message.thread = t.thread.thread;
+      t.message.author_id = t.author_id;
+    } else {
+      return Fail(m.error());
+    }
     t.placeholder_id = q->Text(9);
     t.cursor = TurnCursor{q->Int(10), q->Text(11), q->Text(12), q->Int(13)};
     t.started = q->Time(14);

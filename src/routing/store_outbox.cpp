@@ -80,13 +80,21 @@ Result<std::optional<OpenQuestion>> ReadOneQuestion(Stmt& q, const std::string& 
   return std::optional<OpenQuestion>(std::move(*o));
 }
 
-Result<std::vector<OpenQuestion>> ReadAllQuestions(Stmt& q, const std::string& path) {
+Result<std::vector<OpenQuestion>> ReadAllQuestions(Stmt& q, const std::string& path,
+                                                   std::vector<DamagedRow>* damaged = nullptr) {
   std::vector<OpenQuestion> out;
   for (;;) {
-    auto o = ReadOneQuestion(q, path);
-    if (!o) return Fail(o.error());
-    if (!*o) return out;
-    out.push_back(std::move(**o));
+    auto row = q.Step();
+    if (!row) return Fail(row.error());
+    if (!*row) return out;
+    auto o = ReadQuestion(q, path);
+    if (o) {
+      out.push_back(std::move(*o));
+    } else if (damaged != nullptr) {
+      damaged->push_back({"question " + q.Text(0), 0, q.Text(0), q.Thread(4), q.Text(1), std::move(o.error())});
+    } else {
+      return Fail(o.error());
+    }
   }
 }
 
@@ -141,7 +149,7 @@ Result<bool> RouterStore::RemoveOutbox(std::int64_t id) {
   return db_->Changes() > 0;
 }
 
-Result<std::vector<OutboxEntry>> RouterStore::ListOutbox() {
+Result<std::vector<OutboxEntry>> RouterStore::ListOutbox(std::vector<DamagedRow>* damaged) {
   auto q = db_->Query("ListOutbox", R"sql(
     SELECT id, platform, workspace, chat, thread, session, request_id, parts, next_part, placeholder_id, attempts,
            next_attempt_ms, last_error
@@ -158,7 +166,12 @@ Result<std::vector<OutboxEntry>> RouterStore::ListOutbox() {
     e.session = q->Text(5);
     e.request_id = q->Text(6);
     auto parts = DecodeColumn(path_, "outbox entry " + std::to_string(e.id), q->Text(7), &StringsFromJson);
-    if (!parts) return Fail(parts.error());
+    if (!parts) {
+      if (damaged == nullptr) return Fail(parts.error());
+      damaged->push_back({"outbox entry " + std::to_string(e.id), e.id, {}, std::move(e.thread),
+                          std::move(e.session), std::move(parts.error())});
+      continue;
+    }
     e.parts = std::move(*parts);
     e.next_part = static_cast<std::size_t>(q->Int(8));
     e.placeholder_id = q->Text(9);
@@ -231,13 +244,13 @@ Status RouterStore::SetQuestionProgress(const OpenQuestion& o) {
   return {};
 }
 
-Result<std::vector<OpenQuestion>> RouterStore::ListQuestions() {
+Result<std::vector<OpenQuestion>> RouterStore::ListQuestions(std::vector<DamagedRow>* damaged) {
   auto q = db_->Query("ListQuestions", R"sql(
     SELECT id, session, request_id, input_id, platform, workspace, chat, thread, message_id, questions, asker_id,
            deadline_ms, progress
     FROM questions ORDER BY rowid)sql");
   if (!q) return Fail(q.error());
-  return ReadAllQuestions(*q, path_);
+  return ReadAllQuestions(*q, path_, damaged);
 }
 
 }  // namespace sessionturn::routing

@@ -576,6 +576,67 @@ TEST_CASE("router: a message still waiting for a slot when the bot stops runs af
   CHECK(second.router->Stats().replies_delivered == 2);
 }
 
+// Rows the state file cannot give back (damage from outside: only the store writes their JSON): each
+// is logged and its thread told, and the rest of what the last run left goes on. A turn whose stored
+// message is damaged is re-attached all the same, so its reply still arrives.
+TEST_CASE("router: rows the state file cannot give back are told in their threads, and the rest go on after a restart",
+          "[routing][router]") {
+  TempRoot root;
+  const std::string script = root.File("slow.json", R"({"turns": [[{"type": "sleep", "ms": 1500},
+      {"type": "message", "text": "reply to {prompt}"}]]})");
+  RouterOptions options = Options(root);
+  options.max_in_flight = 1;  // the other threads' messages wait in the router's inbox
+  const std::string db = root.path() + "/router.db";
+  std::string placeholder;
+  {
+    Bot first(root, "script:" + script, false, "first-", options);
+    REQUIRE(*first.Send(Msg("1", "the long job", "T1")) == Disposition::accepted);
+    REQUIRE(first.adapter.WaitForText("Working"));
+    placeholder = first.adapter.FindMessage("Working");
+    REQUIRE(*first.Send(Msg("2", "the damaged job", "T2")) == Disposition::accepted);
+    REQUIRE(*first.Send(Msg("3", "the sound job", "T3")) == Disposition::accepted);
+    REQUIRE(first.adapter.WaitFor([](const std::vector<SentOp>& ops) {
+      return std::count_if(ops.begin(), ops.end(), [](const SentOp& op) {
+               return op.text.find("free slot") != std::string::npos;
+             }) >= 2;
+    }));
+    REQUIRE(first.router->ShutdownAndWait());
+  }
+  StoreExec(db, "UPDATE work SET message = 'not json' WHERE request_id IS NOT NULL");
+  StoreExec(db, "UPDATE work SET message = '{\"text\": 7}' WHERE thread = 'T2'");
+  StoreExec(db, R"sql(
+    INSERT INTO outbox (platform, workspace, chat, thread, session, request_id, parts)
+      VALUES ('slack', 'W1', 'C1', 'T4', 's4', '', '[1, 2]'), ('slack', 'W1', 'C1', 'T5', 's5', '', '["a kept note"]');
+    INSERT INTO questions (id, session, request_id, input_id, platform, workspace, chat, thread, message_id,
+                           questions, asker_id, deadline_ms)
+      VALUES ('qbad', 's1', 'r-gone', 'in-1', 'slack', 'W1', 'C1', 'T1', 'm9', '{', 'U1', 0);)sql");
+
+  Bot second(root, "script:" + script, false, "second-", options);
+  // The turn whose message is damaged still delivers its reply, into its placeholder; the sound
+  // message runs; the damaged message and reply are told in their threads; the kept note is delivered.
+  REQUIRE(second.WaitDelivered(3));
+  REQUIRE(second.adapter.WaitForText("Please send it again."));
+  REQUIRE(second.adapter.WaitForText("cannot be delivered"));
+  std::this_thread::sleep_for(300ms);
+  INFO(second.adapter.Dump());
+  CHECK(second.adapter.Text(placeholder).find("reply to") != std::string::npos);
+  CHECK(second.adapter.CountMessagesWith("the sound job") == 1);
+  CHECK(second.adapter.CountMessagesWith("the damaged job") == 0);
+  CHECK(second.adapter.CountMessagesWith("a kept note") == 1);
+  const auto ops = second.adapter.Ops();
+  const auto told = [&ops](const std::string& thread, const std::string& text) {
+    return std::count_if(ops.begin(), ops.end(), [&](const SentOp& op) {
+      return op.kind == "post" && op.where.thread == thread && op.text.find(text) != std::string::npos;
+    });
+  };
+  CHECK(told("T2", "could not be read back") == 1);
+  CHECK(told("T4", "could not be read back") == 1);
+  // Told once: the damaged rows are gone (the question's is asked again by its turn, were it open).
+  CHECK(StoreInt(db, "SELECT count(*) FROM questions") == 0);
+  CHECK(StoreInt(db, "SELECT count(*) FROM outbox") == 0);
+  CHECK(StoreInt(db, "SELECT count(*) FROM work WHERE thread = 'T2'") == 0);
+}
+
 namespace {
 
 // A message for an idle Session, changed in the chat (`change`: its edit or deletion) between its
@@ -688,16 +749,35 @@ TEST_CASE("router: messages accepted as turns whose start a stop came before run
     // Both were recorded as turns with their acceptance; neither was sent.
     CHECK(StoreInt(db, "SELECT count(*) FROM work WHERE request_id IS NOT NULL") == 2);
   }
-  Bot second(root, "script:" + script, false, "second-", Options(root));
-  REQUIRE(second.WaitDelivered(2));
-  std::this_thread::sleep_for(300ms);
-  INFO(second.adapter.Dump());
-  // Re-attached, not found in their Sessions, and sent: each reply once.
-  CHECK(second.adapter.CountMessagesWith("the first job") == 1);
-  CHECK(second.adapter.CountMessagesWith("the second job") == 1);
-  CHECK(second.router->Stats().replies_delivered == 2);
-  second.router.reset();
-  CHECK(StoreInt(db, "SELECT count(*) FROM work") == 0);
+  SECTION("as stored") {
+    Bot second(root, "script:" + script, false, "second-", Options(root));
+    REQUIRE(second.WaitDelivered(2));
+    std::this_thread::sleep_for(300ms);
+    INFO(second.adapter.Dump());
+    // Re-attached, not found in their Sessions, and sent: each reply once.
+    CHECK(second.adapter.CountMessagesWith("the first job") == 1);
+    CHECK(second.adapter.CountMessagesWith("the second job") == 1);
+    CHECK(second.router->Stats().replies_delivered == 2);
+    second.router.reset();
+    CHECK(StoreInt(db, "SELECT count(*) FROM work") == 0);
+  }
+  SECTION("one of them damaged in the state file") {
+    // Nothing to send for it: its turn fails in its thread and asks for the message again.
+    StoreExec(db, "UPDATE work SET message = 'not json' WHERE thread = 'T2'");
+    Bot second(root, "script:" + script, false, "second-", Options(root));
+    REQUIRE(second.adapter.WaitForText("please send it again"));
+    REQUIRE(second.WaitDelivered(1));
+    std::this_thread::sleep_for(300ms);
+    INFO(second.adapter.Dump());
+    CHECK(second.adapter.CountMessagesWith("the first job") == 1);
+    CHECK(second.adapter.CountMessagesWith("the second job") == 0);
+    const auto ops = second.adapter.Ops();
+    CHECK(std::count_if(ops.begin(), ops.end(), [](const SentOp& op) {
+            return op.where.thread == "T2" && op.text.find("please send it again") != std::string::npos;
+          }) == 1);
+    second.router.reset();
+    CHECK(StoreInt(db, "SELECT count(*) FROM work") == 0);
+  }
 }
 
 TEST_CASE("router: a message is accepted as its turn's start only when a slot is surely its own", "[routing][router]") {

@@ -857,3 +857,91 @@ TEST_CASE("store: a batch is one transaction, and a call that fails before it wr
     CHECK(again->ListInbox()->size() == 1);
   }
 }
+
+// A damaged JSON column (only the store writes them: damage from outside) fails a listing, unless the
+// caller asks for the damaged rows: then each is named with where it belongs, and the rest are read.
+TEST_CASE("store: a listing reads past a damaged row when asked to, and names the row and its thread",
+          "[routing][store]") {
+  Fixture f;
+  auto& s = *f.store;
+  const auto good = *s.AddInbox(Thread("t-good"), "sess", Message("fine"), At(1));
+  const auto bad = *s.AddInbox(Thread("t-bad"), "sess-bad", Message("lost"), At(2));
+  REQUIRE(s.BeginTurn(*s.AddInbox(Thread("t-run"), "sess-run", Message("running"), At(3)), "req-ok", At(10)));
+  REQUIRE(s.BeginTurn(*s.AddInbox(Thread("t-lost"), "sess-lost", Message("gone"), At(4)), "req-lost", At(11)));
+  const auto reply_ok = *s.AddOutbox(Reply(""));
+  OutboxEntry broken = Reply("");
+  broken.thread = Thread("t-box");
+  broken.session = "sess-box";
+  const auto reply_bad = *s.AddOutbox(broken);
+  REQUIRE(s.AddQuestion(Asked({InputQuestion{"lang", "Language", "Which?", {}, false, false}})));
+  OpenQuestion other = Asked({InputQuestion{"lang", "Language", "Which?", {}, false, false}});
+  other.id = "q-bad";
+  other.thread = Thread("t-q");
+  REQUIRE(s.AddQuestion(other));
+  {
+    RawDb raw(f.path);
+    raw.Exec("UPDATE work SET message = '{\"text\": 7}' WHERE id = " + std::to_string(bad));
+    raw.Exec("UPDATE work SET message = 'not json' WHERE request_id = 'req-lost'");
+    raw.Exec("UPDATE outbox SET parts = '[1, 2]' WHERE id = " + std::to_string(reply_bad));
+    raw.Exec("UPDATE questions SET progress = '{\"answered\": -1}' WHERE id = 'q-bad'");
+  }
+  // Asked for nothing: the first damaged row fails the listing, naming it.
+  CHECK_THAT(s.ListInbox().error().message, Catch::Contains("inbox entry " + std::to_string(bad)));
+  CHECK_THAT(s.ListTurns().error().message, Catch::Contains("turn req-lost"));
+  CHECK_THAT(s.ListOutbox().error().message, Catch::Contains("outbox entry " + std::to_string(reply_bad)));
+  CHECK_THAT(s.ListQuestions().error().message, Catch::Contains("question q-bad"));
+
+  std::vector<DamagedRow> damaged;
+  auto inbox = s.ListInbox(&damaged);
+  REQUIRE(inbox);
+  REQUIRE(inbox->size() == 1);
+  CHECK(inbox->at(0).id == good);
+  REQUIRE(damaged.size() == 1);
+  CHECK(damaged[0].what == "inbox entry " + std::to_string(bad));
+  CHECK(damaged[0].id == bad);
+  CHECK(damaged[0].thread == Thread("t-bad"));
+  CHECK(damaged[0].session == "sess-bad");
+  CHECK(damaged[0].error.code == Errc::io_error);
+  CHECK_THAT(damaged[0].error.message, Catch::Contains(f.path));
+
+  // A turn whose message is damaged is listed all the same (it runs in its Session), marked, with what
+  // its columns give.
+  damaged.clear();
+  auto turns = s.ListTurns(&damaged);
+  REQUIRE(turns);
+  REQUIRE(turns->size() == 2);
+  CHECK(turns->at(0).request_id == "req-ok");
+  CHECK_FALSE(turns->at(0).message_lost);
+  CHECK(turns->at(0).message.text == "running");
+  const TurnRecord& lost = turns->at(1);
+  CHECK(lost.message_lost);
+  CHECK(lost.session == "sess-lost");
+  CHECK(lost.message.text.empty());
+  CHECK(lost.message.thread == "t-lost");
+  CHECK(lost.message.chat == "C123");
+  CHECK(lost.message.author_id == "U1");
+  REQUIRE(damaged.size() == 1);
+  CHECK(damaged[0].what == "turn req-lost");
+  CHECK(damaged[0].key == "req-lost");
+  CHECK(damaged[0].thread == Thread("t-lost"));
+
+  damaged.clear();
+  auto box = s.ListOutbox(&damaged);
+  REQUIRE(box);
+  REQUIRE(box->size() == 1);
+  CHECK(box->at(0).id == reply_ok);
+  REQUIRE(damaged.size() == 1);
+  CHECK(damaged[0].id == reply_bad);
+  CHECK(damaged[0].thread == Thread("t-box"));
+  CHECK(damaged[0].session == "sess-box");
+
+  damaged.clear();
+  auto questions = s.ListQuestions(&damaged);
+  REQUIRE(questions);
+  REQUIRE(questions->size() == 1);
+  CHECK(questions->at(0).id == "q7x");
+  REQUIRE(damaged.size() == 1);
+  CHECK(damaged[0].key == "q-bad");
+  CHECK(damaged[0].thread == Thread("t-q"));
+  CHECK_THAT(damaged[0].error.message, Catch::Contains("progress.answered"));
+}
