@@ -62,6 +62,18 @@ std::optional<std::vector<std::size_t>> Numbers(std::string_view text) {
   return numbers;
 }
 
+// The text inside quotes that enclose all of `text`: ASCII "…" or typographic “…” (phones type those).
+std::optional<std::string_view> Unquoted(std::string_view text) {
+  for (const auto& [open, close] : {std::pair<std::string_view, std::string_view>{"\"", "\""},
+                                    std::pair<std::string_view, std::string_view>{"\xE2\x80\x9C", "\xE2\x80\x9D"}}) {
+    if (text.size() >= open.size() + close.size() && text.substr(0, open.size()) == open &&
+        text.substr(text.size() - close.size()) == close) {
+      return text.substr(open.size(), text.size() - open.size() - close.size());
+    }
+  }
+  return std::nullopt;
+}
+
 std::string Range(std::size_t count) {
   return count == 1 ? std::string("1") : "1\xE2\x80\x93" + std::to_string(count);
 }
@@ -69,17 +81,16 @@ std::string Range(std::size_t count) {
 Result<std::vector<std::string>> ByNumbers(const std::vector<std::size_t>& numbers, const InputQuestion& q) {
   const std::size_t count = q.options.size();
   if (numbers.size() > 1 && !q.multi_select) {
-    return Fail(Errc::invalid_argument, "This question takes one answer: pick one of " + Range(count) + ".");
+    return Fail(Errc::invalid_argument, "This question takes one answer: pick one of " + Range(count) +
+                                            ", or put your own answer in double quotes.");
   }
   std::vector<std::string> labels;
   for (std::size_t n : numbers) {
     if (n < 1 || n > count) {
-      // A secret question's reply is never shown back, not even as a wrong option's number.
-      const std::string why = q.secret          ? std::string("There is no such option")
-                                : n == SIZE_MAX ? std::string("There is no option that large")
-                                                : "There is no option " + std::to_string(n);
-      return Fail(Errc::invalid_argument, why + ": pick " +
-                                              (q.multi_select ? "from " : "one of ") + Range(count) + ".");
+      const std::string why =
+          n == SIZE_MAX ? std::string("There is no option that large") : "There is no option " + std::to_string(n);
+      return Fail(Errc::invalid_argument, why + ": pick " + (q.multi_select ? "from " : "one of ") + Range(count) +
+                                              ", or put your own answer in double quotes.");
     }
     const std::string& label = q.options[n - 1].label;
     if (std::find(labels.begin(), labels.end(), label) == labels.end()) labels.push_back(label);
@@ -134,9 +145,18 @@ std::string Ask(const InputQuestion& q, std::size_t index, std::size_t count, co
 Result<std::vector<std::string>> ParseAnswer(std::string_view text, const InputQuestion& q) {
   const std::string_view answer = Trim(text);
   if (answer.empty()) return Fail(Errc::invalid_argument, "The answer is empty: reply with some text.");
+  if (auto quoted = Unquoted(answer)) {
+    if (Trim(*quoted).empty()) return Fail(Errc::invalid_argument, "The answer is empty: reply with some text.");
+    return std::vector<std::string>{std::string(*quoted)};
+  }
   if (!q.options.empty()) {
     if (const InputOption* option = FindLabel(q, answer)) return std::vector<std::string>{option->label};
-    if (auto numbers = Numbers(answer)) return ByNumbers(*numbers, q);
+    if (auto numbers = Numbers(answer)) {
+      auto labels = ByNumbers(*numbers, q);
+      // A secret reply of numbers that are no option's is a PIN or a code: the person's own answer.
+      if (labels || !q.secret) return labels;
+      return std::vector<std::string>{std::string(answer)};
+    }
     if (q.multi_select) {
       if (auto labels = ByLabels(answer, q)) return *labels;
     }

@@ -24,7 +24,11 @@ inline constexpr std::size_t kMaxButtonLabelChars = 64;
 //   commas are those options. A label is looked for before a number, so an option labelled "4"
 //   is chosen by "4" whatever its position;
 // - a number N is option N's label; several ("1,3", "1 3", "1, 3") need multi_select (else
-//   Errc::invalid_argument "pick one of 1–N"); a number with no option is an error naming the range;
+//   Errc::invalid_argument "pick one of 1–N"); a number with no option is an error naming the range,
+//   except for a secret question, whose reply of numbers that name no option (a PIN, a code) is its
+//   own answer, as written;
+// - a reply wholly in double quotes ("5", “5”) is free text, the quotes taken off: how to answer
+//   with a number or a label as such;
 // - anything else is free text, answered as written: the runtime takes any strings (its
 //   resolveInput checks only that each question has one), and the agent's own UI offers "Other".
 // Errc::invalid_argument for an empty reply.
