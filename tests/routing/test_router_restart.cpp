@@ -6,8 +6,10 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <future>
 #include <map>
 #include <mutex>
@@ -15,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include <asio.hpp>
 #include <catch2/catch.hpp>
 
 #include "router_rig.hpp"
@@ -48,13 +51,15 @@ LocalBackendOptions Backend(const std::string& root, const std::string& provider
 }
 
 // A bot over the LocalBackend in `root`: its Context, backend, recording adapter and Router, started.
+// With `wrap`, the backend the Router gets is what it makes of the LocalBackend.
+using WrapBackend = std::function<std::unique_ptr<SessionBackend>(std::unique_ptr<SessionBackend>)>;
 struct Bot {
   Bot(const TempRoot& root, const std::string& provider, bool in_process, const std::string& id_prefix,
-      const RouterOptions& options)
+      const RouterOptions& options, const WrapBackend& wrap = {})
       : context(ContextOptions{2, {}, LogLevel::error}), adapter(context, ThreadedCaps(), id_prefix) {
     auto made = MakeLocalBackend(context, Backend(root.path(), provider, in_process));
     REQUIRE(made);
-    backend = std::move(*made);
+    backend = wrap ? wrap(std::move(*made)) : std::move(*made);
     auto r = Router::Create(context, *backend, adapter, options);
     REQUIRE(r);
     router = std::move(*r);
@@ -369,6 +374,78 @@ TEST_CASE("router: a question open when the bot was killed is answered in the ch
   // Not asked a second time.
   CHECK(Posts(bot.adapter.Ops(), "Which language?") == 0);
   CHECK(bot.adapter.CountMessagesWith("Answers: lang=Python") == 1);
+}
+
+namespace {
+
+// The LocalBackend, whose first WaitReady hands its target over `delay` late: after a restart, the
+// re-attached turn waits that long before it asks its question again.
+class FirstReadySlow : public ForwardingBackend {
+ public:
+  FirstReadySlow(std::unique_ptr<SessionBackend> inner, std::chrono::milliseconds delay)
+      : ForwardingBackend(std::move(inner)), delay_(delay) {}
+  void AsyncWaitReady(std::string name, std::chrono::steady_clock::time_point deadline, ReadyProgress progress,
+                      CancellationToken cancel, BackendHandler<ReadyTarget> handler) override {
+    if (first_.exchange(false)) {
+      auto timer = std::make_shared<asio::steady_timer>(GetContext().io(), delay_);
+      timer->async_wait([this, timer, name = std::move(name), deadline, progress = std::move(progress),
+                         cancel = std::move(cancel), handler = std::move(handler)](const asio::error_code&) mutable {
+        inner().AsyncWaitReady(std::move(name), deadline, std::move(progress), std::move(cancel), std::move(handler));
+      });
+      return;
+    }
+    inner().AsyncWaitReady(std::move(name), deadline, std::move(progress), std::move(cancel), std::move(handler));
+  }
+
+ private:
+  const std::chrono::milliseconds delay_;
+  std::atomic<bool> first_{true};
+};
+
+}  // namespace
+
+// Who may answer a question kept over a restart, before its re-attached turn asks again: the rules of
+// the route of the question's Session (here: its admins), not the first route's.
+TEST_CASE("router: a question kept over a restart is answered under its own route's rules before its turn asks again",
+          "[routing][router]") {
+  TempRoot root;
+  const std::string script = root.File("ask.json", kLanguageQuestion);
+  RouterOptions options = Options(root);
+  RouteConfig elsewhere;
+  elsewhere.name = "elsewhere";
+  elsewhere.chats = {"C0"};
+  RouteConfig here;
+  here.name = "here";
+  here.chats = {"C1"};  // Msg's chat
+  here.admins = {"U9"};
+  options.routes = {elsewhere, here};
+  const std::string db = root.path() + "/router.db";
+  std::string question;
+  {
+    Bot first(root, "script:" + script, false, "first-", options);
+    REQUIRE(*first.Send(Msg("1", "pick a language")) == Disposition::accepted);
+    REQUIRE(first.adapter.WaitForText("Which language?"));
+    question = first.adapter.FindMessage("Which language?");
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    while (StoreInt(db, "SELECT count(*) FROM questions") == 0 && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(5ms);
+    }
+    REQUIRE(first.router->ShutdownAndWait());
+  }
+  REQUIRE(StoreInt(db, "SELECT count(*) FROM questions") == 1);
+  Bot second(root, "script:" + script, false, "second-", options, [](std::unique_ptr<SessionBackend> inner) {
+    return std::make_unique<FirstReadySlow>(std::move(inner), 3s);
+  });
+  // The route's admin, not the turn's author, answers while the re-attached turn still waits.
+  auto answer = Msg("2", "2", "T1", "U9");
+  answer.reply_to_message_id = question;
+  REQUIRE(*second.Send(answer) == Disposition::accepted);
+  REQUIRE(second.adapter.WaitForText("Answered by Ada U9: Python"));
+  CHECK(second.router->Stats().turns_in_flight == 1);  // answered before its turn was back
+  REQUIRE(second.WaitDelivered(1));
+  INFO(second.adapter.Dump());
+  CHECK(second.adapter.WaitForText("Answers: lang=Python"));
+  CHECK(second.adapter.CountMessagesWith("Only the person") == 0);
 }
 
 TEST_CASE("router: a reply the platform kept refusing is delivered from the outbox after a restart",
