@@ -127,6 +127,11 @@ struct TurnOptions {
   // Called once when the runtime accepted the prompt (its echo, or the merge into a queued turn),
   // with the turn's place in the journal. Runs where on_event runs: must not block.
   std::function<void(const TurnRef& ref)> on_accepted;
+  // Called once when the turn becomes shared (TurnResult::shared): the prompt was merged into another
+  // client's queued turn, another client's prompt was merged into it, or it was edited from elsewhere.
+  // From then on an edit or a removal changes another client's prompt too. Called before on_accepted
+  // when the merge is how the runtime accepted it; also for an attached turn. Runs where on_event runs.
+  std::function<void()> on_shared;
   // Blocking SubmitTurn / AttachTurn only: called on the calling thread about every 100 ms while it
   // waits; returning false abandons the turn as a cancel does (Errc::cancelled, withdrawn). How a
   // language binding notices an interrupt (Python's Ctrl-C) without a thread of its own.

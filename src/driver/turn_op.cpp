@@ -147,6 +147,10 @@ void TurnOp::OnStreamFailed(Error error) {
 
 void TurnOp::HandleStep(const Event& event, TurnStep step) {
   const auto now = std::chrono::steady_clock::now();
+  if (tracker_.shared() && !shared_told_) {
+    shared_told_ = true;
+    if (options_.on_shared) CallUser(ctx(), "the on_shared callback", [&] { options_.on_shared(); });
+  }
   if (step.accepted) {
     accepted_at_ = now;
     if (!attached_ && options_.on_accepted) {
@@ -355,6 +359,7 @@ void TurnOp::Finish(Result<TurnResult> result) {
   options_.on_event = nullptr;
   options_.on_question = nullptr;
   options_.on_accepted = nullptr;
+  options_.on_shared = nullptr;
   if (handler) CallUser(ctx(), "the turn's completion handler", [&] { handler(std::move(result)); });
 }
 

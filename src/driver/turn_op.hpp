@@ -70,6 +70,7 @@ class TurnOp : public std::enable_shared_from_this<TurnOp>, public EventStream::
   TurnOptions options_;
   TurnHandler handler_;
   bool attached_;
+  bool shared_told_ = false;  // on_shared was called
   // One timer for the turn (OpTimers): its deadline, the abandon grace, the answer timeouts and the
   // stream's handshake and backoff.
   std::shared_ptr<OpTimers> timers_;

@@ -16,6 +16,9 @@ using routing::CommandKind;
 namespace {
 
 constexpr std::chrono::seconds kDeleteConfirmWindow{60};
+// A `sessions` list's buttons act for an hour; at most kMaxPickers lists are kept (the oldest go).
+constexpr std::chrono::hours kPickerLifetime{1};
+constexpr std::size_t kMaxPickers = 1024;
 
 std::string Ago(std::chrono::system_clock::time_point t) {
   if (t == std::chrono::system_clock::time_point{}) return "never";
@@ -62,7 +65,9 @@ void Router::Impl::ListSessions(const InboundMessage& m, const std::string& curr
         std::string text = "**Sessions of this chat**\n\n";
         std::vector<std::vector<Button>> buttons;
         char picker[16];
-        std::snprintf(picker, sizeof picker, "%06llx", static_cast<unsigned long long>(r.rng() & 0xffffffULL));
+        do {
+          std::snprintf(picker, sizeof picker, "%010llx", static_cast<unsigned long long>(r.rng() & 0xffffffffffULL));
+        } while (r.pickers.count(picker) != 0);
         std::vector<std::string> names;
         for (const auto& cs : chat_sessions) {
           const std::size_t index = names.size();
@@ -90,7 +95,8 @@ void Router::Impl::ListSessions(const InboundMessage& m, const std::string& curr
             if (run != r.sessions.end() && run->second->running) {
               row.push_back({"Stop", base + "s" + std::to_string(index)});
             }
-            if (info != infos.end() && info->second.phase == SessionPhase::ready) {
+            const bool busy = run != r.sessions.end() && (run->second->running || !run->second->queue.empty());
+            if (info != infos.end() && info->second.phase == SessionPhase::ready && !busy) {
               row.push_back({"Suspend", base + "z" + std::to_string(index)});
             }
             buttons.push_back(std::move(row));
@@ -98,7 +104,7 @@ void Router::Impl::ListSessions(const InboundMessage& m, const std::string& curr
         }
         if (chat_sessions.empty()) text += "_None yet: the first message starts one._\n";
         if (!all) text += "\n_(the backend could not say their phases: " + EscapeMarkdown(all.error().message) + ")_";
-        r.pickers[picker] = {m.Where(), std::move(names)};
+        r.KeepPicker(picker, Picker{m.Where(), std::move(names), std::chrono::steady_clock::now() + kPickerLifetime});
         r.adapter.AsyncPost(m.Where(), OutboundMessage{r.Render(text), std::move(buttons), m.message_id},
                             r.OnStrand<Result<std::string>>([](Impl& r2, Result<std::string> id) {
                               if (!id) r2.Log(LogLevel::warning, "posting the sessions list failed: " + id.error().ToString());
@@ -168,17 +174,13 @@ void Router::Impl::TryCommand(const InboundMessage& m, std::size_t route, const 
     }
     case CommandKind::stop: {
       auto run = sessions.find(session);
-      if (run == sessions.end() || !run->second->running || !run->second->driver) return reply("Nothing is running.");
-      run->second->driver->AsyncInterrupt(OnStrand<Status>([reply_where = where, session, id = m.message_id](Impl& r, Status st) {
-        r.Note(reply_where, st ? "\u23F9 Stopping the running turn\u2026 its message will say when it ended."
-                               : "\u26A0\uFE0F The turn could not be stopped: " + EscapeMarkdown(st.error().message),
-               session, id);
-      }));
-      return;
+      if (run == sessions.end() || !run->second->running) return reply("Nothing is running.");
+      return StopTurn(*run->second, where, m.message_id);
     }
     case CommandKind::suspend:
     case CommandKind::resume: {
       const bool suspend = cmd.kind == CommandKind::suspend;
+      if (suspend && Busy(session, where, m.message_id, "suspend")) return;
       auto done = OnStrand<Result<SessionInfo>>([where, session, suspend, id = m.message_id](Impl& r, Result<SessionInfo> info) {
         if (suspend && info) r.ForgetReady(session, /*drop_driver=*/true);  // its runtime stops
         r.Note(where, info ? (suspend ? "Suspended **" : "Resumed **") + EscapeMarkdown(session) + "**."
@@ -202,7 +204,7 @@ void Router::Impl::TryCommand(const InboundMessage& m, std::size_t route, const 
         return reply("**" + EscapeMarkdown(cmd.name) + "** has a turn running or queued: " +
                      MarkdownCode(caps.command_prefix + "stop") + " it first.");
       }
-      const std::string key = ChatKey(where) + '\x1f' + target;
+      const std::string key = ChatKey(where) + '\x1f' + target + '\x1f' + m.author_id;  // each admin confirms
       const auto now = std::chrono::steady_clock::now();
       auto pending = pending_deletes.find(key);
       if (pending == pending_deletes.end() || pending->second < now) {
@@ -211,6 +213,9 @@ void Router::Impl::TryCommand(const InboundMessage& m, std::size_t route, const 
                      MarkdownCode(m.text) + " again within a minute to confirm.");
       }
       pending_deletes.erase(pending);
+      for (auto it = pending_deletes.begin(); it != pending_deletes.end();) {  // the expired go too
+        it = it->second < now ? pending_deletes.erase(it) : std::next(it);
+      }
       backend.AsyncDelete(target, OnStrand<Status>([where, target, label = cmd.name, id = m.message_id](Impl& r, Status st) {
         if (st || st.error().code == Errc::not_found) {
           auto run = r.sessions.find(target);
@@ -243,6 +248,28 @@ void Router::Impl::TryCommand(const InboundMessage& m, std::size_t route, const 
   }
 }
 
+bool Router::Impl::Busy(const std::string& session, const ThreadRef& where, const std::string& reply_to,
+                        std::string_view what) {
+  auto run = sessions.find(session);
+  if (run == sessions.end() || (!run->second->running && run->second->queue.empty())) return false;
+  // Its runtime would stop under the running turn, and every queued message fail on a suspended Session.
+  Note(where, "**" + EscapeMarkdown(session) + "** has a turn running or messages queued: " +
+                  MarkdownCode(caps.command_prefix + "stop") + " it, or wait until they are done, then " +
+                  std::string(what) + " it.", session, reply_to);
+  return true;
+}
+
+void Router::Impl::KeepPicker(const std::string& id, Picker picker) {
+  const auto now = std::chrono::steady_clock::now();
+  for (auto it = pickers.begin(); it != pickers.end();) it = it->second.expires < now ? pickers.erase(it) : std::next(it);
+  while (pickers.size() >= kMaxPickers) {
+    pickers.erase(std::min_element(pickers.begin(), pickers.end(), [](const auto& a, const auto& b) {
+      return a.second.expires < b.second.expires;
+    }));
+  }
+  pickers[id] = std::move(picker);
+}
+
 bool Router::Impl::MayManage(const ThreadRef& where, const std::string& user) const {
   // A button press has no text: mentions and triggers are about messages. The chat and the user
   // must be ones a route lets talk.
@@ -271,30 +298,54 @@ bool Router::Impl::PickerAction(const InboundAction& action) {
     if (action.ack) action.ack(text);
   };
   auto it = pickers.find(picker);
-  if (it == pickers.end() || index >= it->second.second.size()) {
-    ack("This list is out of date (the bot restarted or the sessions changed): send `sessions` again.");
+  if (it != pickers.end() && it->second.expires < std::chrono::steady_clock::now()) {
+    pickers.erase(it);
+    it = pickers.end();
+  }
+  const std::string again = "send " + caps.command_prefix + "sessions again.";
+  if (it == pickers.end() || index >= it->second.sessions.size()) {
+    ack("This list is out of date (it expired, or the bot restarted): " + again);
     return true;
   }
-  const ThreadRef where = it->second.first;
-  const std::string session = it->second.second[index];
+  const ThreadRef where = it->second.where;
+  if (action.platform != where.platform || action.chat != where.chat) {
+    ack("This button belongs to another chat.");
+    return true;
+  }
+  const std::string session = it->second.sessions[index];
   if (!MayManage(where, action.author_id)) {
     ack("You cannot manage this chat's sessions.");
     return true;
   }
-  ack({});
+  if (verb != 'u' && verb != 's' && verb != 'z') {
+    ack("This button is not one this bot made: " + again);
+    return true;
+  }
+  if (shutting_down) {
+    ack("The bot is restarting: try again in a moment.");
+    return true;
+  }
   if (verb == 'u') {
+    // Deleted since the list was posted: not brought back.
+    auto listed = store->ListChatSessions(routing::ChatRef::Of(where));
+    if (!listed || std::none_of(listed->begin(), listed->end(),
+                                [&session](const routing::ChatSession& cs) { return cs.session == session; })) {
+      ack(listed ? "That session is gone: " + again : "The bot's state could not be read: try again.");
+      return true;
+    }
+    ack({});
     SwitchTo(where, session, {});
   } else if (verb == 's') {
+    ack({});
     auto run = sessions.find(session);
-    if (run != sessions.end() && run->second->running && run->second->driver) {
-      run->second->driver->AsyncInterrupt(OnStrand<Status>([where, session](Impl& r, Status st) {
-        r.Note(where, st ? "\u23F9 Stopping the running turn of **" + EscapeMarkdown(session) + "**\u2026"
-                         : "\u26A0\uFE0F " + EscapeMarkdown(st.error().message), session);
-      }));
+    if (run != sessions.end() && run->second->running) {
+      StopTurn(*run->second, where, {});
     } else {
       Note(where, "Nothing is running in **" + EscapeMarkdown(session) + "**.", session);
     }
-  } else if (verb == 'z') {
+  } else {
+    ack({});
+    if (Busy(session, where, {}, "suspend")) return true;
     ForgetReady(session, /*drop_driver=*/false);  // the next turn looks at the Session first
     backend.AsyncSuspend(session, OnStrand<Result<SessionInfo>>([where, session](Impl& r, Result<SessionInfo> info) {
       if (info) r.ForgetReady(session, /*drop_driver=*/true);  // its runtime stops

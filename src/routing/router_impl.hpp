@@ -105,6 +105,18 @@ struct TurnSignal {
 // Where a turn is before its reply streams: shown in its progress, and whether an edit can still reach it.
 enum class TurnStage : std::uint8_t { starting, waking, queued, running };
 
+// What the thread asked to change about a turn that had not started (an edit, a deletion, `stop`):
+// held apart from TurnRun, as few turns have one.
+struct TurnChange {
+  // Came while the prompt was on its way to the runtime, or while another change was: the latest
+  // one, applied once the runtime has the message or the change before it came back.
+  std::unique_ptr<InboundMessage> pending;
+  bool in_flight = false;  // an edit or removal is on its way to the runtime (one at a time)
+  // Withdrawn before its prompt was sent (deleted, `stop`): what its placeholder says. The turn then
+  // ends without sending it.
+  std::string withdrawn;
+};
+
 // One turn in flight.
 // Kept to 1,016 bytes (checked below): make_shared's one block then stays within the sizes glibc's
 // malloc serves from its per-thread cache, and a burst of turn starts does not take its slow path for
@@ -122,6 +134,8 @@ struct TurnRun {
   bool done = false;
   bool with_context = false;  // the thread's earlier messages were fetched for the prompt (maybe none)
   bool signals_posted = false;  // under signals_mu: a job to take `signals` is queued
+  bool submitted = false;  // its prompt went to the Driver (AsyncSubmitTurn): a change then goes to the runtime
+  bool shared = false;  // merged with another client's prompt (Driver's on_shared): not changed or withdrawn
   std::string request_id;
   std::int64_t inbox_id = 0;
   ThreadRef where;
@@ -136,9 +150,7 @@ struct TurnRun {
   TurnRef ref;                      // where it is in the runtime's journal
   std::string open_question;        // the QuestionRun id while the agent waits for an answer
   std::vector<ThreadHistoryMessage> context;  // the earlier messages (an edit rebuilds the prompt with them)
-  // An edit or deletion that came while the message was still being sent: applied once the runtime
-  // has it (user.message), when it can still be changed there.
-  std::unique_ptr<InboundMessage> pending_change;
+  std::unique_ptr<TurnChange> change;  // made by the first edit, deletion or `stop` before it started
   std::string prompt;               // what was (or will be) submitted
   CancellationSource cancel;
   // Its place in Router::Impl::ticking while it runs (the router's one ticker shows its elapsed time
@@ -256,9 +268,17 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   std::vector<std::function<void(Impl&, Status)>> pass_waiters;
   std::uint64_t next_question = 0;
   std::mt19937_64 rng{std::random_device{}()};
-  std::map<std::string, routing::SteadyTime> pending_deletes;  // chat key + session: confirm before
-  // `sessions` pickers: id -> the Sessions in the order their buttons show (forgotten on restart).
-  std::unordered_map<std::string, std::pair<ThreadRef, std::vector<std::string>>> pickers;
+  // chat key + session + admin: the admin confirms within kDeleteConfirmWindow of asking.
+  std::map<std::string, routing::SteadyTime> pending_deletes;
+  // A `sessions` picker: where it was posted, the Sessions in the order their buttons show, and until
+  // when its buttons act (forgotten on restart).
+  struct Picker {
+    ThreadRef where;
+    std::vector<std::string> sessions;
+    routing::SteadyTime expires{};
+  };
+  std::unordered_map<std::string, Picker> pickers;
+  void KeepPicker(const std::string& id, Picker picker);  // the expired go, and the oldest past kMaxPickers
 
   mutable std::mutex stats_mu;
   RouterStats stats;
@@ -430,6 +450,17 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   // The author edited or deleted the message of a turn in flight: changed in the runtime while it is
   // queued there (message.edit / message.remove with the revision), else a note that it runs as sent.
   void ChangeRunning(const std::shared_ptr<routing::TurnRun>& turn, const InboundMessage& message);
+  // ChangeRunning once the runtime has the turn (accepted, not started): one change at a time.
+  void ChangeQueued(const std::shared_ptr<routing::TurnRun>& turn, const InboundMessage& message);
+  // The change that waited (for the runtime's acceptance, or for the change before it), if any.
+  void ApplyPendingChange(const std::shared_ptr<routing::TurnRun>& turn);
+  // Ends a turn whose prompt was not sent: its placeholder says `why`, and its prompt never goes.
+  void WithdrawUnsent(const std::shared_ptr<routing::TurnRun>& turn, std::string why);
+  // True (and the turn ended) when it was withdrawn before its prompt was sent.
+  bool EndIfWithdrawn(const std::shared_ptr<routing::TurnRun>& turn);
+  // `stop`: interrupts the running turn, withdraws one that waits in the Session's queue or has not
+  // been sent, and says which in `where`.
+  void StopTurn(routing::SessionRun& s, const ThreadRef& where, const std::string& reply_to);
   // The name a chat gave `session` (`new NAME`), else the Session's own name.
   std::string DisplayName(const routing::ChatRef& chat, const std::string& session);
   std::string Render(std::string_view markdown) const;  // one message's worth, for the router's notes
@@ -561,6 +592,8 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   bool MayManage(const ThreadRef& where, const std::string& user) const;  // a picker's buttons
   void ListSessions(const InboundMessage& message, const std::string& current);
   void SwitchTo(const ThreadRef& where, const std::string& session, const std::string& reply_to);
+  // Refuses (in `where`) a suspension of a Session with a turn running or messages queued.
+  bool Busy(const std::string& session, const ThreadRef& where, const std::string& reply_to, std::string_view what);
 
   // ---- restart (router_restart.cpp) ----
   void Resume();

@@ -410,6 +410,13 @@ Result<Disposition> Router::Impl::OnEdited(const InboundMessage& m) {
       out = Disposition::accepted;
     } else if (running) {
       out = Disposition::accepted;
+      // An edit of a turn that has not started: what runs if the runtime never had it (a restart
+      // sends it again from the store).
+      if (!deleted && running->stage != TurnStage::running && !running->shared) {
+        if (auto st = store->UpdateUnsentText(running->request_id, m.text); !st) {
+          Log(LogLevel::warning, "storing an edit of turn " + running->request_id + " failed: " + st.error().ToString());
+        }
+      }
     }
     // A key that cannot be remembered (a failed read; a failed write spoils the commit) leaves the
     // change to stand: a redelivery applies it again, which changes nothing more.
@@ -437,60 +444,6 @@ Result<Disposition> Router::Impl::OnEdited(const InboundMessage& m) {
   }
   UpdateReceipts(*holder);
   return out;
-}
-
-void Router::Impl::ChangeRunning(const std::shared_ptr<routing::TurnRun>& turn, const InboundMessage& m) {
-  const bool deleted = m.kind == MessageKind::deleted;
-  auto started = [this, turn, deleted, id = m.message_id] {
-    Note(turn->where,
-         deleted ? "The message was deleted, but its turn had already started: it goes on (`stop` interrupts it)."
-                 : "The message was edited, but its turn had already started: the running turn was not changed.",
-         turn->session, id);
-  };
-  if (!turn->attached && (turn->stage == TurnStage::starting || turn->stage == TurnStage::waking)) {
-    // Still on its way to the runtime (its user.message not seen yet): changed once it is there.
-    turn->pending_change = std::make_unique<InboundMessage>(m);
-    return;
-  }
-  routing::SessionRun* const run = RunOf(*turn);
-  // Queued in the runtime (accepted, behind another client's turn): the runtime can still change it.
-  if (turn->stage != TurnStage::queued || turn->ref.turn_id.empty() || turn->ref.revision <= 0 || run == nullptr ||
-      !run->driver) {
-    return started();
-  }
-  auto driver = run->driver;
-  auto refused = [turn, deleted, id = m.message_id](Impl& r, const Error& e) {
-    r.Log(LogLevel::info, std::string(deleted ? "withdrawing" : "editing") + " queued turn " + turn->ref.turn_id +
-                              " failed: " + e.ToString());
-    r.Note(turn->where,
-           e.code == Errc::rejected
-               ? std::string(deleted ? "The message was deleted, but its turn had already started: it goes on."
-                                     : "The message was edited, but its turn had already started: it runs as sent.")
-               : "⚠️ The change could not reach the Session (" + EscapeMarkdown(e.message) +
-                     "); the turn may run as sent.",
-           turn->session, id);
-  };
-  if (deleted) {
-    // Success ends the turn as removed: its placeholder says so (OnResult).
-    driver->AsyncRemoveQueued(turn->ref.turn_id, turn->ref.revision, OnStrand<Status>([refused](Impl& r, Status st) {
-                                if (!st) refused(r, st.error());
-                              }));
-    return;
-  }
-  InboundMessage edited = turn->message;
-  edited.text = m.text;
-  edited.attachments_text = m.attachments_text;
-  std::string prompt = PromptOf(edited, turn->context);
-  driver->AsyncEditQueued(
-      turn->ref.turn_id, prompt, turn->ref.revision,
-      OnStrand<Result<std::int64_t>>([turn, edited, prompt, refused](Impl& r, Result<std::int64_t> revision) {
-        if (!revision) return refused(r, revision.error());
-        turn->ref.revision = std::max(turn->ref.revision, *revision);
-        turn->message = edited;
-        turn->prompt = prompt;
-        r.Note(turn->where, "✏️ Edited before its turn started: the agent will answer the new text.",
-               turn->session, edited.message_id);
-      }));
 }
 
 }  // namespace sessionturn

@@ -369,7 +369,7 @@ void Router::Impl::ReadyThenRun(const std::shared_ptr<TurnRun>& turn, std::funct
                              r.OnStrand<Result<ReadyTarget>>([turn, run, wait_started](Impl& r2, Result<ReadyTarget> target) {
                                turn->wake += std::chrono::duration_cast<std::chrono::milliseconds>(
                                    std::chrono::steady_clock::now() - wait_started);
-                               if (turn->done) return;
+                               if (turn->done || r2.EndIfWithdrawn(turn)) return;
                                if (!target) {
                                  return r2.OnResult(turn, Fail(Errc::unavailable, "the Session " + turn->session +
                                                                                       " did not become ready: " +
@@ -386,7 +386,7 @@ void Router::Impl::ReadyThenRun(const std::shared_ptr<TurnRun>& turn, std::funct
   if (s.ensured) return wait(*this);
   backend.AsyncEnsure(turn->session, Route(turn->route).session,
                       OnStrand<Result<EnsureResult>>([turn, wait](Impl& r, Result<EnsureResult> ensured) {
-                        if (turn->done) return;
+                        if (turn->done || r.EndIfWithdrawn(turn)) return;
                         if (!ensured) {
                           return r.OnResult(turn, Fail(ensured.error().code,
                                                        "the Session " + turn->session +
@@ -434,16 +434,25 @@ TurnOptions Router::Impl::OptionsFor(const std::shared_ptr<TurnRun>& turn) {
   o.on_accepted = [weak, turn = turn](const TurnRef& ref) {
     if (auto self = weak.lock()) {
       // A copy of its own, not const (as a capture of the const reference would be): moved, not copied.
-      self->Run([turn, ref = TurnRef(ref)](Impl&) mutable {
+      self->Run([turn, ref = TurnRef(ref)](Impl& r) mutable {
         turn->ref = std::move(ref);
         turn->accepted = true;
+        // Queued until its turn.started (an idle runtime sends that right after): merged into another
+        // client's queued turn, no user.message of its own says so.
+        if (turn->stage == TurnStage::starting || turn->stage == TurnStage::waking) turn->stage = TurnStage::queued;
+        r.ApplyPendingChange(turn);
       });
     }
+  };
+  o.on_shared = [weak, turn = turn] {
+    if (auto self = weak.lock()) self->Run([turn](Impl&) { turn->shared = true; });
   };
   return o;
 }
 
 void Router::Impl::Submit(const std::shared_ptr<TurnRun>& turn, Driver& driver) {
+  if (EndIfWithdrawn(turn)) return;
+  turn->submitted = true;
   driver.AsyncSubmitTurn(turn->prompt, OptionsFor(turn),
                          OnStrand<Result<TurnResult>>([turn = turn](Impl& r, Result<TurnResult> result) {
                            if (!result && result.error().code == Errc::connection_failed && turn->direct &&
@@ -565,11 +574,7 @@ bool Router::Impl::OnEvent(const std::shared_ptr<TurnRun>& turn, TurnSignal& e) 
         turn->ref.turn_id = e.turn_id;
         turn->ref.revision = e.revision;
       }
-      if (turn->pending_change) {
-        InboundMessage change = std::move(*turn->pending_change);
-        turn->pending_change.reset();
-        ChangeRunning(turn, change);
-      }
+      ApplyPendingChange(turn);
       break;
     case TurnSignal::Kind::updated:
       // Edited (by us or by another client): a later edit or removal must name this revision.
@@ -730,7 +735,10 @@ void Router::Impl::OnResult(const std::shared_ptr<TurnRun>& turn, Result<TurnRes
                 (t.error_message.empty() ? std::string(".") : ": " + EscapeMarkdown(t.error_message));
         if (!t.text.empty()) reply += "\n\n" + t.text;
         break;
-      case TurnStatus::removed: reply = "The message was withdrawn before it ran."; break;
+      case TurnStatus::removed:
+        reply = turn->change && !turn->change->withdrawn.empty() ? turn->change->withdrawn
+                                                                 : std::string("The message was withdrawn before it ran.");
+        break;
     }
     if (t.status == TurnStatus::completed && turn->with_context) {
       WriteBehind([&] {

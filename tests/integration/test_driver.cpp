@@ -1,6 +1,7 @@
 // The driver against the local runtime over real unix sockets (issue 4's list): echo, queueing,
 // merging, rejection, junk lines, failures, abandon on timeout (started, queued, shared), questions,
 // removal by another client, a drop at every event position, a runtime restart, commands, Watch.
+#include <atomic>
 #include <catch2/catch.hpp>
 
 #include <sys/socket.h>
@@ -65,12 +66,24 @@ TEST_CASE("driver: a third prompt merged into the queued turn: both callers get 
   auto a = f.Async("A");
   f.WaitEvent([](const Event& e) { return e.Is("turn.started"); });
   f.runtime->PauseProvider(true);
-  auto b = f.Async("B");
+  // on_shared tells each merged caller once, as it happens: C before its acceptance (the merge is it).
+  std::atomic<int> b_shared{0}, c_shared{0};
+  std::atomic<bool> c_shared_before_accepted{false};
+  TurnOptions ob;
+  ob.on_shared = [&] { ++b_shared; };
+  auto b = f.Async("B", ob);
   auto b_echo = f.WaitEvent([](const Event& e) { return e.Is("user.message") && e.text == "B"; });
-  auto c = f.Async("C");
+  CHECK(b_shared == 0);
+  TurnOptions oc;
+  oc.on_shared = [&] { ++c_shared; };
+  oc.on_accepted = [&](const TurnRef&) { c_shared_before_accepted = c_shared == 1; };
+  auto c = f.Async("C", oc);
   f.WaitEvent([&](const Event& e) { return e.Is("user.message.updated") && e.turn_id == b_echo.turn_id; });
   f.runtime->PauseProvider(false);
   auto ra = Get(a), rb = Get(b), rc = Get(c);
+  CHECK(b_shared == 1);
+  CHECK(c_shared == 1);
+  CHECK(c_shared_before_accepted);
   REQUIRE(ra.has_value());
   REQUIRE(rb.has_value());
   REQUIRE(rc.has_value());

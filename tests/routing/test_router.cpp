@@ -190,6 +190,84 @@ TEST_CASE("router: in a chat without threads, new and use switch Sessions and a 
 
 namespace {
 
+// Presses a button (its data) in `chat` as `user`: what the press's acknowledgement said.
+std::string Press(Rig& rig, const std::string& data, const std::string& chat = "C1", const std::string& user = "U1") {
+  auto acked = std::make_shared<std::promise<std::string>>();
+  InboundAction press{"slack", "W1", chat, "", "m-list", user, "Ada " + user, data, "ev-" + data + chat,
+                      [acked](std::string_view text) { acked->set_value(std::string(text)); }};
+  rig.router->HandleAction(press);
+  auto f = acked->get_future();
+  REQUIRE(f.wait_for(10s) == std::future_status::ready);
+  return f.get();
+}
+
+}  // namespace
+
+// The `sessions` picker's buttons act in their own chat only, never bring back a deleted Session, and
+// tell a press they cannot act on why.
+TEST_CASE("router: the sessions picker's buttons are refused in another chat and for a deleted Session",
+          "[routing][router]") {
+  TempRoot root;
+  Rig rig(root, PrivateChatCaps());
+  REQUIRE(*rig.Send(Msg("1", "first", "")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(1));
+  REQUIRE(*rig.Send(Msg("2", "/new second", "")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("Now talking to"));
+  REQUIRE(*rig.Send(Msg("3", "/sessions", "")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("Sessions of this chat"));
+  std::vector<std::vector<Button>> rows;
+  for (const auto& op : rig.adapter.Ops()) {
+    if (op.text.find("Sessions of this chat") != std::string::npos) rows = op.buttons;
+  }
+  REQUIRE(rows.size() == 2);
+  const std::string use_first = rows[0][0].data;
+  const std::string use_second = rows[1][0].data;
+  CHECK_THAT(rows[1][0].label, Catch::Contains("second"));
+  // Another chat's press of this chat's button.
+  CHECK_THAT(Press(rig, use_first, "C2"), Catch::Contains("another chat"));
+  // A verb the bot never put on a button.
+  std::string forged = use_first;
+  forged[forged.rfind(':') + 1] = 'x';
+  CHECK_THAT(Press(rig, forged), Catch::Contains("not one this bot made"));
+  // Deleted since the list was posted: its button does not bring it back.
+  REQUIRE(*rig.Send(Msg("5", "/delete second", "", "admin")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("again within a minute"));
+  REQUIRE(*rig.Send(Msg("6", "/delete second", "", "admin")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("Deleted "));
+  const auto notes_before = rig.adapter.CountMessagesWith("Now talking to");
+  CHECK_THAT(Press(rig, use_second), Catch::Contains("is gone"));
+  // The first Session's button still works.
+  CHECK(Press(rig, use_first).empty());
+  REQUIRE(rig.adapter.WaitFor([&](const std::vector<SentOp>& ops) {
+    int n = 0;
+    for (const auto& op : ops) n += op.kind == "post" && op.text.find("Now talking to") != std::string::npos;
+    return n == notes_before + 1;
+  }));
+  INFO(rig.adapter.Dump());
+  CHECK(rig.adapter.CountMessagesWith("Now talking to **second") == 0);
+}
+
+// Each admin confirms their own `delete`: a second admin's first ask is not the first admin's confirmation.
+TEST_CASE("router: a delete is confirmed by the admin who asked, not by another admin", "[routing][router]") {
+  TempRoot root;
+  Rig rig(root, PrivateChatCaps(), "echo", [](RouterOptions& o) { o.routes[0].admins = {"admin", "boss"}; });
+  REQUIRE(*rig.Send(Msg("1", "/new doomed", "")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("Now talking to"));
+  REQUIRE(*rig.Send(Msg("2", "/delete doomed", "", "admin")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("again within a minute"));
+  REQUIRE(*rig.Send(Msg("3", "/delete doomed", "", "boss")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitFor([](const std::vector<SentOp>& ops) {
+    int n = 0;
+    for (const auto& op : ops) n += op.text.find("again within a minute") != std::string::npos;
+    return n == 2;
+  }));
+  CHECK(rig.adapter.CountMessagesWith("Deleted ") == 0);
+  REQUIRE(*rig.Send(Msg("4", "/delete doomed", "", "boss")) == Disposition::accepted);
+  CHECK(rig.adapter.WaitForText("Deleted "));
+}
+
+namespace {
+
 // A rig whose Sessions run the language question's script: its first message's turn (thread T1) has
 // asked "Which language?".
 struct Asking {

@@ -4,6 +4,7 @@
 #include <asio.hpp>
 
 #include <atomic>
+#include <future>
 #include <mutex>
 #include <set>
 #include <string>
@@ -253,8 +254,9 @@ namespace {
 // runtime starts in milliseconds, before the chat's next edit is due; a Pod takes seconds.)
 class SlowWake : public ForwardingBackend {
  public:
-  explicit SlowWake(std::unique_ptr<SessionBackend> inner, bool always = false)
-      : ForwardingBackend(std::move(inner)), always_(always) {}
+  explicit SlowWake(std::unique_ptr<SessionBackend> inner, bool always = false,
+                    std::chrono::milliseconds delay = std::chrono::milliseconds(500))
+      : ForwardingBackend(std::move(inner)), always_(always), delay_(delay) {}
   void AsyncWaitReady(std::string name, std::chrono::steady_clock::time_point deadline, ReadyProgress progress,
                       CancellationToken cancel, BackendHandler<ReadyTarget> handler) override {
     auto resumed = std::make_shared<std::atomic<bool>>(always_);
@@ -265,7 +267,7 @@ class SlowWake : public ForwardingBackend {
     inner().AsyncWaitReady(std::move(name), deadline, std::move(seen), std::move(cancel),
                            [this, resumed, handler = std::move(handler)](Result<ReadyTarget> target) mutable {
                              if (!resumed->load()) return handler(std::move(target));
-                             auto timer = std::make_shared<asio::steady_timer>(GetContext().io(), 500ms);
+                             auto timer = std::make_shared<asio::steady_timer>(GetContext().io(), delay_);
                              timer->async_wait([timer, handler = std::move(handler), target = std::move(target)](
                                                    const asio::error_code&) mutable { handler(std::move(target)); });
                            });
@@ -273,6 +275,7 @@ class SlowWake : public ForwardingBackend {
 
  private:
   const bool always_;
+  const std::chrono::milliseconds delay_;
 };
 
 }  // namespace
@@ -299,12 +302,13 @@ struct OtherClient {
     if (finished) return;
     finished = true;
     (void)driver->Interrupt();
-    done.get_future().wait_for(30s);
+    ended.wait_for(30s);
   }
   bool finished = false;
   std::atomic<bool> running{false};
   std::unique_ptr<Driver> driver;
   std::promise<Result<TurnResult>> done;
+  std::future<Result<TurnResult>> ended = done.get_future();
 };
 
 // Waits until the newest placeholder (the message just sent) says its turn waits inside the runtime.
@@ -356,7 +360,7 @@ TEST_CASE("router: a message queued inside the runtime is edited there with its 
   EditAndCheck(rig, other);
 }
 
-TEST_CASE("router: a message edited while it is still being sent is changed once the runtime has it",
+TEST_CASE("router: a message edited while its turn waits for the Session is sent as edited",
           "[routing][router]") {
   TempRoot root;
   Rig rig(root, ThreadedCaps(), "script:" + root.File("behind.json", kBehindScript), {}, {},
@@ -389,6 +393,107 @@ TEST_CASE("router: a message queued inside the runtime and deleted in the chat i
   INFO(rig.adapter.Dump());
   CHECK(withdrawn);
   CHECK(rig.adapter.FindMessage("final: ").empty());
+}
+
+// `stop` while the message waits in the Session's queue behind another client's turn withdraws it
+// there: the other client's turn runs on.
+TEST_CASE("router: stop withdraws a message queued inside the runtime, not another client's running turn",
+          "[routing][router]") {
+  TempRoot root;
+  Rig rig(root, ThreadedCaps(), "script:" + root.File("behind.json", kBehindScript));
+  REQUIRE(*rig.Send(Msg("1", "hello")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(1));
+  OtherClient other(rig, SessionName("chat", "slack", "test-owner", "C1", "T1"));
+  REQUIRE(*rig.Send(Msg("2", "a job to stop")) == Disposition::accepted);
+  REQUIRE(QueuedInRuntime(rig.adapter));
+  REQUIRE(*rig.Send(Msg("3", "stop")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("Withdrawn from the Session's queue"));
+  REQUIRE(rig.WaitDelivered(2));
+  INFO(rig.adapter.Dump());
+  CHECK(rig.adapter.WaitForText("The message was withdrawn before it ran."));
+  CHECK(rig.adapter.CountMessagesWith("Stopping the running turn") == 0);
+  // The other client's turn was not interrupted.
+  CHECK(other.ended.wait_for(300ms) == std::future_status::timeout);
+  CHECK(rig.adapter.FindMessage("final: ").empty());
+}
+
+// Before its prompt is sent (its Session wakes), `stop` and a deletion end the turn there: the prompt
+// never goes.
+TEST_CASE("router: stop or a deletion while the Session wakes ends the turn before its prompt is sent",
+          "[routing][router]") {
+  TempRoot root;
+  const std::string script = root.File("reply.json", R"({"turns": [[{"type": "message", "text": "ran: {prompt}"}]]})");
+  Rig rig(root, ThreadedCaps(), "script:" + script, {}, {}, [](std::unique_ptr<SessionBackend> inner) {
+    return std::make_unique<SlowWake>(std::move(inner), true, 3s);
+  });
+  const bool stop = GENERATE(true, false);
+  INFO((stop ? "stop" : "deletion"));
+  REQUIRE(*rig.Send(Msg("1", "not wanted after all")) == Disposition::accepted);
+  REQUIRE(backend_test::Eventually([&] { return rig.router->Stats().turns_in_flight == 1; }));
+  REQUIRE(*rig.Send(stop ? Msg("2", "stop") : Deleted("1", "ev-d1")) == Disposition::accepted);
+  const std::string said = stop ? "Stopped before it reached the agent." : "deleted before its turn started: withdrawn";
+  REQUIRE(rig.adapter.WaitForText(said));
+  REQUIRE(rig.WaitDelivered(1, 10s));
+  std::this_thread::sleep_for(500ms);
+  INFO(rig.adapter.Dump());
+  CHECK(rig.adapter.FindMessage("ran: ").empty());
+  CHECK(rig.router->Stats().turns_in_flight == 0);
+  // The Session's runtime never had it: the next message is its first turn.
+  REQUIRE(*rig.Send(Msg("3", "this one")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(2, 30s));
+  CHECK(rig.adapter.CountMessagesWith("ran: ") == 1);
+  CHECK(rig.adapter.CountMessagesWith("not wanted") == 0);
+}
+
+// A message merged into another client's queued turn carries their prompt too: an edit or a deletion
+// of it would change theirs, so it is refused, and the turn runs as sent.
+TEST_CASE("router: a message merged with another client's queued message is not changed by an edit",
+          "[routing][router]") {
+  TempRoot root;
+  Rig rig(root, ThreadedCaps(), "script:" + root.File("behind.json", kBehindScript));
+  REQUIRE(*rig.Send(Msg("1", "hello")) == Disposition::accepted);
+  REQUIRE(rig.WaitDelivered(1));
+  const std::string session = SessionName("chat", "slack", "test-owner", "C1", "T1");
+  OtherClient other(rig, session);
+  // A third client's prompt waits in the Session's queue: ours is merged into it.
+  auto ready = rig.backend->WaitReady(session, std::chrono::steady_clock::now() + 30s);
+  REQUIRE(ready);
+  Driver third(rig.context, ready->connector);
+  std::promise<Result<TurnResult>> theirs;
+  std::atomic<bool> queued{false};
+  TurnOptions o;
+  o.timeout = 180s;
+  o.on_accepted = [&queued](const TurnRef&) { queued = true; };
+  third.AsyncSubmitTurn("their prompt", o, [&theirs](Result<TurnResult> r) { theirs.set_value(std::move(r)); });
+  REQUIRE(backend_test::Eventually([&] { return queued.load(); }));
+  REQUIRE(*rig.Send(Msg("2", "our prompt")) == Disposition::accepted);
+  REQUIRE(QueuedInRuntime(rig.adapter));
+  REQUIRE(*rig.Send(Edited("2", "our edited prompt", "ev-e2")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("merged with another client's message"));
+  other.Finish();
+  REQUIRE(rig.WaitDelivered(2));
+  auto their_result = theirs.get_future().get();
+  REQUIRE(their_result);
+  INFO(rig.adapter.Dump());
+  CHECK(their_result->shared);
+  CHECK(their_result->text.find("their prompt") != std::string::npos);
+  CHECK(their_result->text.find("our prompt") != std::string::npos);
+  CHECK(their_result->text.find("edited") == std::string::npos);
+}
+
+// `suspend` would stop the runtime under the running turn and fail every queued message: refused.
+TEST_CASE("router: suspend is refused while a turn runs", "[routing][router]") {
+  TempRoot root;
+  const std::string script = root.File("slow.json", R"({"turns": [[{"type": "delta", "text": "begun"},
+      {"type": "sleep", "ms": 1500}, {"type": "message", "text": "done anyway"}]]})");
+  Rig rig(root, ThreadedCaps(), "script:" + script);
+  REQUIRE(*rig.Send(Msg("1", "a job")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitFor([](const std::vector<SentOp>& ops) { return Sent(ops, "begun"); }));
+  REQUIRE(*rig.Send(Msg("2", "suspend")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("has a turn running or messages queued"));
+  REQUIRE(rig.WaitDelivered(1, 30s));
+  CHECK_FALSE(rig.adapter.FindMessage("done anyway").empty());
+  CHECK(rig.adapter.CountMessagesWith("Suspended") == 0);
 }
 
 TEST_CASE("router: a message for an idle-suspended Session wakes it and says so", "[routing][router]") {
