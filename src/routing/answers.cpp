@@ -164,6 +164,10 @@ Result<std::vector<std::string>> ParseAnswer(std::string_view text, const InputQ
   return std::vector<std::string>{std::string(answer)};
 }
 
+bool NamesOption(std::string_view text, const InputQuestion& q) {
+  return FindLabel(q, text) != nullptr;
+}
+
 std::string FormatQuestion(const Event& input_requested, const ChatCapabilities& caps) {
   const auto& questions = input_requested.questions;
   std::string out;

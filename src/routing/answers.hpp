@@ -33,6 +33,8 @@ inline constexpr std::size_t kMaxButtonLabelChars = 64;
 //   resolveInput checks only that each question has one), and the agent's own UI offers "Other".
 // Errc::invalid_argument for an empty reply.
 Result<std::vector<std::string>> ParseAnswer(std::string_view text, const InputQuestion& q);
+// Whether `text` is an option's label (trimmed, ASCII case-insensitive), as ParseAnswer reads it.
+bool NamesOption(std::string_view text, const InputQuestion& q);
 
 // The message that asks an input.requested event's questions, in Markdown: each question's header
 // and text, its options numbered with their descriptions, how to reply (a number, several for

@@ -263,7 +263,14 @@ Result<Disposition> Router::Impl::Take(InboundMessage& m, std::size_t route,
   ThreadRef where = m.Where();
   auto session = SessionOf(m, where);
   if (!session) return Fail(session.error());
-  if (routing::ParseCommand(m.text, caps, options.bot_username)) {
+  bool ambiguous = false;
+  auto question = QuestionFor(m, route, &ambiguous);
+  // A command comes first, except where a command is a bare word (no prefix) and the message replies
+  // to the question's own message or names one of its options: "stop" to "Stop or continue?" answers it.
+  const bool answer_first = question != nullptr && caps.command_prefix.empty() &&
+                            ((!m.reply_to_message_id.empty() && m.reply_to_message_id == question->stored.message_id) ||
+                             routing::NamesOption(m.text, question->stored.questions.at(question->stored.answered)));
+  if (!answer_first && routing::ParseCommand(m.text, caps, options.bot_username)) {
     if (alone != nullptr) return send_back();
     auto dup = seen();
     if (!dup) return Fail(dup.error());
@@ -271,8 +278,7 @@ Result<Disposition> Router::Impl::Take(InboundMessage& m, std::size_t route,
     TryCommand(m, route, *session);
     return Disposition::accepted;
   }
-  bool ambiguous = false;
-  if (auto question = QuestionFor(m, route, &ambiguous)) {
+  if (question) {
     if (alone != nullptr) return send_back();
     auto dup = seen();
     if (!dup) return Fail(dup.error());

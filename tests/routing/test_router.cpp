@@ -188,6 +188,28 @@ TEST_CASE("router: in a chat without threads, new and use switch Sessions and a 
   CHECK(rig.adapter.WaitForText("sessions"));
 }
 
+// Where commands are bare words (Slack), the asker's "stop" to "Stop or continue?" answers the question
+// rather than stopping the turn.
+TEST_CASE("router: a bare command word that names an option of the open question answers it", "[routing][router]") {
+  TempRoot root;
+  const std::string script = root.File("ask.json", R"({"turns": [[
+    {"type": "question", "inputId": "go", "questions": [
+      {"id": "next", "header": "Next", "question": "Stop or continue?",
+       "options": [{"label": "Stop"}, {"label": "Continue"}]}]}]]})");
+  Rig rig(root, ThreadedCaps(), "script:" + script);
+  REQUIRE(*rig.Send(Msg("1", "start")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("Stop or continue?"));
+  REQUIRE(*rig.Send(Msg("2", "stop")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("Answers: next=Stop"));
+  INFO(rig.adapter.Dump());
+  CHECK(rig.adapter.CountMessagesWith("Stopping the running turn") == 0);
+  CHECK(rig.adapter.CountMessagesWith("interrupted") == 0);
+  // With no question open, "stop" is the command again.
+  REQUIRE(rig.WaitDelivered(1));
+  REQUIRE(*rig.Send(Msg("3", "stop")) == Disposition::accepted);
+  CHECK(rig.adapter.WaitForText("Nothing is running."));
+}
+
 namespace {
 
 // Presses a button (its data) in `chat` as `user`: what the press's acknowledgement said.
