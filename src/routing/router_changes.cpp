@@ -62,6 +62,14 @@ void Router::Impl::ChangeQueued(const std::shared_ptr<TurnRun>& turn, const Inbo
                                : "The message was edited, but in the Session it was merged with another client's "
                                  "message: changing it would change theirs too, so it runs as sent.");
   }
+  if (turn->attached && turn->stage != TurnStage::running && turn->ref.revision <= 0) {
+    // Re-attached after a restart before the replay said at which revision it waits: the revision went
+    // with the last run.
+    return note(*this, deleted ? "The message was deleted, but the bot restarted since it was sent and cannot "
+                                 "withdraw it any more: it runs (`stop` interrupts it once it does)."
+                               : "The message was edited, but the bot restarted since it was sent and cannot change "
+                                 "it any more: it runs as sent.");
+  }
   routing::SessionRun* const run = RunOf(*turn);
   // Queued in the runtime (accepted, behind another client's turn): the runtime can still change it.
   if (turn->stage != TurnStage::queued || turn->ref.turn_id.empty() || turn->ref.revision <= 0 || run == nullptr ||
