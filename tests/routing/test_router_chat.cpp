@@ -347,17 +347,25 @@ const char* kBehindScript = R"({"turns": [[{"type": "message", "text": "first: {
     [{"type": "sleep", "ms": 120000}, {"type": "message", "text": "slow"}],
     [{"type": "message", "text": "final: {prompt}"}]]})";
 
+// Message 2 of thread T1 (`text`) waits inside the runtime behind another client's running turn.
+struct QueuedBehind {
+  explicit QueuedBehind(const std::string& text) {
+    REQUIRE(*rig.Send(Msg("1", "hello")) == Disposition::accepted);
+    REQUIRE(rig.WaitDelivered(1));
+    other = std::make_unique<OtherClient>(rig, SessionName("chat", "slack", "test-owner", "C1", "T1"));
+    REQUIRE(*rig.Send(Msg("2", text)) == Disposition::accepted);
+    REQUIRE(QueuedInRuntime(rig.adapter));
+  }
+  TempRoot root;
+  Rig rig{root, ThreadedCaps(), "script:" + root.File("behind.json", kBehindScript)};
+  std::unique_ptr<OtherClient> other;
+};
+
 }  // namespace
 
 TEST_CASE("router: a message queued inside the runtime is edited there with its revision", "[routing][router]") {
-  TempRoot root;
-  Rig rig(root, ThreadedCaps(), "script:" + root.File("behind.json", kBehindScript));
-  REQUIRE(*rig.Send(Msg("1", "hello")) == Disposition::accepted);
-  REQUIRE(rig.WaitDelivered(1));
-  OtherClient other(rig, SessionName("chat", "slack", "test-owner", "C1", "T1"));
-  REQUIRE(*rig.Send(Msg("2", "original text")) == Disposition::accepted);
-  REQUIRE(QueuedInRuntime(rig.adapter));
-  EditAndCheck(rig, other);
+  QueuedBehind q("original text");
+  EditAndCheck(q.rig, *q.other);
 }
 
 TEST_CASE("router: a message edited while its turn waits for the Session is sent as edited",
@@ -380,13 +388,8 @@ TEST_CASE("router: a message edited while its turn waits for the Session is sent
 
 TEST_CASE("router: a message queued inside the runtime and deleted in the chat is withdrawn there",
           "[routing][router]") {
-  TempRoot root;
-  Rig rig(root, ThreadedCaps(), "script:" + root.File("behind.json", kBehindScript));
-  REQUIRE(*rig.Send(Msg("1", "hello")) == Disposition::accepted);
-  REQUIRE(rig.WaitDelivered(1));
-  OtherClient other(rig, SessionName("chat", "slack", "test-owner", "C1", "T1"));
-  REQUIRE(*rig.Send(Msg("2", "never mind this")) == Disposition::accepted);
-  REQUIRE(QueuedInRuntime(rig.adapter));
+  QueuedBehind q("never mind this");
+  Rig& rig = q.rig;
   REQUIRE(*rig.Send(Deleted("2", "ev-d2")) == Disposition::accepted);
   REQUIRE(rig.WaitDelivered(2));
   const bool withdrawn = rig.adapter.WaitForText("The message was withdrawn before it ran.");
@@ -399,13 +402,8 @@ TEST_CASE("router: a message queued inside the runtime and deleted in the chat i
 // there: the other client's turn runs on.
 TEST_CASE("router: stop withdraws a message queued inside the runtime, not another client's running turn",
           "[routing][router]") {
-  TempRoot root;
-  Rig rig(root, ThreadedCaps(), "script:" + root.File("behind.json", kBehindScript));
-  REQUIRE(*rig.Send(Msg("1", "hello")) == Disposition::accepted);
-  REQUIRE(rig.WaitDelivered(1));
-  OtherClient other(rig, SessionName("chat", "slack", "test-owner", "C1", "T1"));
-  REQUIRE(*rig.Send(Msg("2", "a job to stop")) == Disposition::accepted);
-  REQUIRE(QueuedInRuntime(rig.adapter));
+  QueuedBehind q("a job to stop");
+  Rig& rig = q.rig;
   REQUIRE(*rig.Send(Msg("3", "stop")) == Disposition::accepted);
   REQUIRE(rig.adapter.WaitForText("Withdrawn from the Session's queue"));
   REQUIRE(rig.WaitDelivered(2));
@@ -413,7 +411,7 @@ TEST_CASE("router: stop withdraws a message queued inside the runtime, not anoth
   CHECK(rig.adapter.WaitForText("The message was withdrawn before it ran."));
   CHECK(rig.adapter.CountMessagesWith("Stopping the running turn") == 0);
   // The other client's turn was not interrupted.
-  CHECK(other.ended.wait_for(300ms) == std::future_status::timeout);
+  CHECK(q.other->ended.wait_for(300ms) == std::future_status::timeout);
   CHECK(rig.adapter.FindMessage("final: ").empty());
 }
 

@@ -41,6 +41,19 @@ RouterOptions Options(const TempRoot& root) {
   return o;
 }
 
+// A turn of 1.5 s that replies "reply to <prompt>".
+std::string SlowScript(const TempRoot& root) {
+  return root.File("slow.json", R"({"turns": [[{"type": "sleep", "ms": 1500},
+      {"type": "message", "text": "reply to {prompt}"}]]})");
+}
+
+// One turn in flight at a time: the other threads' messages wait in the router's inbox.
+RouterOptions OneSlot(const TempRoot& root) {
+  RouterOptions o = Options(root);
+  o.max_in_flight = 1;
+  return o;
+}
+
 LocalBackendOptions Backend(const std::string& root, const std::string& provider, bool in_process) {
   LocalBackendOptions b;
   b.state_dir = root + "/state";
@@ -626,10 +639,8 @@ TEST_CASE("router: a graceful shutdown waits for a reply's part on its way, so t
 TEST_CASE("router: a message still waiting for a slot when the bot stops runs after the restart, into its receipt",
           "[routing][router]") {
   TempRoot root;
-  const std::string script = root.File("slow.json", R"({"turns": [[{"type": "sleep", "ms": 1500},
-      {"type": "message", "text": "reply to {prompt}"}]]})");
-  RouterOptions options = Options(root);
-  options.max_in_flight = 1;  // the second thread's message waits in the router's inbox
+  const std::string script = SlowScript(root);
+  const RouterOptions options = OneSlot(root);
   std::string receipt;
   {
     Bot first(root, "script:" + script, false, "first-", options);
@@ -659,10 +670,8 @@ TEST_CASE("router: a message still waiting for a slot when the bot stops runs af
 TEST_CASE("router: rows the state file cannot give back are told in their threads, and the rest go on after a restart",
           "[routing][router]") {
   TempRoot root;
-  const std::string script = root.File("slow.json", R"({"turns": [[{"type": "sleep", "ms": 1500},
-      {"type": "message", "text": "reply to {prompt}"}]]})");
-  RouterOptions options = Options(root);
-  options.max_in_flight = 1;  // the other threads' messages wait in the router's inbox
+  const std::string script = SlowScript(root);
+  const RouterOptions options = OneSlot(root);
   const std::string db = root.path() + "/router.db";
   std::string placeholder;
   {
