@@ -62,14 +62,18 @@ std::optional<std::vector<std::size_t>> Numbers(std::string_view text) {
   return numbers;
 }
 
-// The text inside quotes that enclose all of `text`: ASCII "…" or typographic “…” (phones type those).
+// The text inside one pair of quotes that encloses all of `text`: ASCII "…" or typographic “…" (phones
+// type those). Not `"a" or "b"`: quotes inside mean the outer ones are two pairs' ends.
 std::optional<std::string_view> Unquoted(std::string_view text) {
   for (const auto& [open, close] : {std::pair<std::string_view, std::string_view>{"\"", "\""},
                                     std::pair<std::string_view, std::string_view>{"\xE2\x80\x9C", "\xE2\x80\x9D"}}) {
-    if (text.size() >= open.size() + close.size() && text.substr(0, open.size()) == open &&
-        text.substr(text.size() - close.size()) == close) {
-      return text.substr(open.size(), text.size() - open.size() - close.size());
+    if (text.size() < open.size() + close.size() || text.substr(0, open.size()) != open ||
+        text.substr(text.size() - close.size()) != close) {
+      continue;
     }
+    const std::string_view inside = text.substr(open.size(), text.size() - open.size() - close.size());
+    if (inside.find(open) != std::string_view::npos || inside.find(close) != std::string_view::npos) continue;
+    return inside;
   }
   return std::nullopt;
 }

@@ -130,10 +130,11 @@ void Router::Impl::ApplyPendingChange(const std::shared_ptr<TurnRun>& turn) {
 
 void Router::Impl::WithdrawUnsent(const std::shared_ptr<TurnRun>& turn, std::string why) {
   ChangeOf(*turn).withdrawn = std::move(why);
-  // Whatever it waits for (the Session's wake, the thread's history) ends it at once, unsent.
+  // Ended now, its reply stored with the turn's end: a restart does not send it. What it waited for
+  // (the Session's wake, cancelled here; its creation or the thread's history, which cannot be) finds
+  // it done when it comes back.
   turn->cancel.Cancel();
-  // Waiting for nothing cancellable (the history fetch, the Session's creation): ended when that
-  // comes back, which checks first.
+  EndIfWithdrawn(turn);
 }
 
 bool Router::Impl::EndIfWithdrawn(const std::shared_ptr<TurnRun>& turn) {
@@ -184,11 +185,20 @@ void Router::Impl::StopTurn(routing::SessionRun& s, const ThreadRef& where, cons
   s.driver->AsyncRemoveQueued(turn->ref.turn_id, turn->ref.revision,
                               OnStrand<Status>([turn, note, interrupt](Impl& r, Status st) {
                                 turn->change->in_flight = false;
-                                if (st) return note(r, "\u23F9 Withdrawn from the Session's queue before it started.");
-                                // It started meanwhile: its turn is the one running now.
-                                if (NoLongerPending(st.error()) && !turn->done) return interrupt(r);
-                                note(r, "\u26A0\uFE0F The turn could not be stopped: " +
-                                            EscapeMarkdown(st.error().message));
+                                if (st) {
+                                  note(r, "\u23F9 Withdrawn from the Session's queue before it started.");
+                                } else if (NoLongerPending(st.error()) && !turn->done &&
+                                           turn->stage == TurnStage::running) {
+                                  interrupt(r);  // it started meanwhile: the turn running now is ours
+                                } else {
+                                  // Not known to be ours that runs now (it may have ended, or not be seen
+                                  // starting yet): nothing else is interrupted.
+                                  note(r, "\u26A0\uFE0F The turn could not be withdrawn (" +
+                                              EscapeMarkdown(st.error().message) + "): send " +
+                                              MarkdownCode(r.caps.command_prefix + "stop") +
+                                              " again if it is still running.");
+                                }
+                                r.ApplyPendingChange(turn);
                               }));
 }
 

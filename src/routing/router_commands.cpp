@@ -251,7 +251,9 @@ void Router::Impl::TryCommand(const InboundMessage& m, std::size_t route, const 
 bool Router::Impl::Busy(const std::string& session, const ThreadRef& where, const std::string& reply_to,
                         std::string_view what) {
   auto run = sessions.find(session);
-  if (run == sessions.end() || (!run->second->running && run->second->queue.empty())) return false;
+  if (run == sessions.end() || (!run->second->running && !run->second->starting && run->second->queue.empty())) {
+    return false;
+  }
   // Its runtime would stop under the running turn, and every queued message fail on a suspended Session.
   Note(where, "**" + EscapeMarkdown(session) + "** has a turn running or messages queued: " +
                   MarkdownCode(caps.command_prefix + "stop") + " it, or wait until they are done, then " +

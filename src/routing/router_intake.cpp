@@ -267,7 +267,7 @@ Result<Disposition> Router::Impl::Take(InboundMessage& m, std::size_t route,
   auto question = QuestionFor(m, route, &ambiguous);
   // A command comes first, except where a command is a bare word (no prefix) and the message replies
   // to the question's own message or names one of its options: "stop" to "Stop or continue?" answers it.
-  const bool answer_first = question != nullptr && caps.command_prefix.empty() &&
+  const bool answer_first = question != nullptr && caps.command_prefix.empty() && MayAnswer(*question, m.author_id) &&
                             ((!m.reply_to_message_id.empty() && m.reply_to_message_id == question->stored.message_id) ||
                              routing::NamesOption(m.text, question->stored.questions.at(question->stored.answered)));
   if (!answer_first && routing::ParseCommand(m.text, caps, options.bot_username)) {

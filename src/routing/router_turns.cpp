@@ -314,6 +314,7 @@ void Router::Impl::Compose(const std::shared_ptr<TurnRun>& turn) {
   // `fetched`: the thread's earlier messages were read for this prompt (even when there were none, as
   // for a thread the message itself starts): once its turn completes, no later turn carries them.
   auto submit = [turn](Impl& r, std::vector<ThreadHistoryMessage> context, bool fetched) {
+    if (turn->done) return;  // withdrawn while the history was fetched
     turn->with_context = fetched;
     turn->prompt = r.PromptOf(turn->message, context);
     turn->context = std::move(context);
@@ -451,7 +452,7 @@ TurnOptions Router::Impl::OptionsFor(const std::shared_ptr<TurnRun>& turn) {
 }
 
 void Router::Impl::Submit(const std::shared_ptr<TurnRun>& turn, Driver& driver) {
-  if (EndIfWithdrawn(turn)) return;
+  if (turn->done || EndIfWithdrawn(turn)) return;  // ended (withdrawn) while it waited
   turn->submitted = true;
   driver.AsyncSubmitTurn(turn->prompt, OptionsFor(turn),
                          OnStrand<Result<TurnResult>>([turn = turn](Impl& r, Result<TurnResult> result) {
@@ -469,6 +470,7 @@ void Router::Impl::Submit(const std::shared_ptr<TurnRun>& turn, Driver& driver) 
                                                         " did not answer (" + result.error().message +
                                                         "); waiting for it");
                              r.ForgetReady(turn->session, /*drop_driver=*/true);
+                             turn->submitted = false;  // nothing went: a change until it does is made in place
                              return r.ReadyThenRun(turn, [turn, &r](Driver& d) { r.Submit(turn, d); });
                            }
                            r.OnResult(turn, std::move(result));

@@ -81,6 +81,9 @@ TEST_CASE("A number with no option says how to answer with it as such", "[answer
   CHECK_THAT(Refused("\" \"", Pick()), Catch::Contains("empty"));
   CHECK(Answer("\"", Pick()) == Labels{"\""});  // a lone quote is text
   CHECK(Answer("\"4", Pick()) == Labels{"\"4"});  // not enclosed: no numbers, so free text
+  CHECK(Answer("\"a\" or \"b\"", Pick()) == Labels{"\"a\" or \"b\""});  // two pairs: as written
+  CHECK(Answer("\xE2\x80\x9C" "a\xE2\x80\x9D or \xE2\x80\x9C" "b\xE2\x80\x9D", Pick()) ==
+        Labels{"\xE2\x80\x9C" "a\xE2\x80\x9D or \xE2\x80\x9C" "b\xE2\x80\x9D"});
 }
 
 // A secret question's reply of numbers that are no option's is a PIN or a code: its own answer, taken

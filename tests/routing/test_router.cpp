@@ -210,6 +210,26 @@ TEST_CASE("router: a bare command word that names an option of the open question
   CHECK(rig.adapter.WaitForText("Nothing is running."));
 }
 
+// Someone who may not answer the question (not its asker, not an admin), replying to it, gets the command.
+TEST_CASE("router: a command word replied to the question by someone who may not answer it is the command",
+          "[routing][router]") {
+  TempRoot root;
+  const std::string script = root.File("ask.json", R"({"turns": [[
+    {"type": "question", "inputId": "go", "questions": [
+      {"id": "next", "header": "Next", "question": "Stop or continue?",
+       "options": [{"label": "Stop"}, {"label": "Continue"}]}]}]]})");
+  Rig rig(root, ThreadedCaps(), "script:" + script);
+  REQUIRE(*rig.Send(Msg("1", "start")) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("Stop or continue?"));
+  auto stop = Msg("2", "stop", "T1", "U2");
+  stop.reply_to_message_id = rig.adapter.FindMessage("Stop or continue?");
+  REQUIRE(*rig.Send(stop) == Disposition::accepted);
+  REQUIRE(rig.adapter.WaitForText("Stopping the running turn"));
+  INFO(rig.adapter.Dump());
+  CHECK(rig.adapter.CountMessagesWith("Only the person") == 0);
+  CHECK(rig.adapter.CountMessagesWith("Answers: next=Stop") == 0);
+}
+
 namespace {
 
 // Presses a button (its data) in `chat` as `user`: what the press's acknowledgement said.
