@@ -391,28 +391,41 @@ TEST_CASE("router: a question open when the bot was killed is answered in the ch
 
 namespace {
 
-// The LocalBackend, whose first WaitReady hands its target over `delay` late: after a restart, the
-// re-attached turn waits that long before it asks its question again.
-class FirstReadySlow : public ForwardingBackend {
+// The LocalBackend, whose WaitReady calls are held until Release(): after a restart, the re-attached
+// turn waits until then before it asks its question again (and an answer, until then, to reach it).
+class ReadyHeld : public ForwardingBackend {
  public:
-  FirstReadySlow(std::unique_ptr<SessionBackend> inner, std::chrono::milliseconds delay)
-      : ForwardingBackend(std::move(inner)), delay_(delay) {}
+  explicit ReadyHeld(std::unique_ptr<SessionBackend> inner) : ForwardingBackend(std::move(inner)) {}
+  ~ReadyHeld() override { Release(); }
   void AsyncWaitReady(std::string name, std::chrono::steady_clock::time_point deadline, ReadyProgress progress,
                       CancellationToken cancel, BackendHandler<ReadyTarget> handler) override {
-    if (first_.exchange(false)) {
-      auto timer = std::make_shared<asio::steady_timer>(GetContext().io(), delay_);
-      timer->async_wait([this, timer, name = std::move(name), deadline, progress = std::move(progress),
-                         cancel = std::move(cancel), handler = std::move(handler)](const asio::error_code&) mutable {
-        inner().AsyncWaitReady(std::move(name), deadline, std::move(progress), std::move(cancel), std::move(handler));
-      });
-      return;
+    auto call = [this, name = std::move(name), deadline, progress = std::move(progress), cancel = std::move(cancel),
+                 handler = std::move(handler)]() mutable {
+      inner().AsyncWaitReady(std::move(name), deadline, std::move(progress), std::move(cancel), std::move(handler));
+    };
+    {
+      std::lock_guard lock(mu_);
+      if (holding_) {
+        held_.push_back(std::move(call));
+        return;
+      }
     }
-    inner().AsyncWaitReady(std::move(name), deadline, std::move(progress), std::move(cancel), std::move(handler));
+    call();
+  }
+  void Release() {
+    std::vector<std::function<void()>> held;
+    {
+      std::lock_guard lock(mu_);
+      holding_ = false;
+      held.swap(held_);
+    }
+    for (auto& call : held) asio::post(GetContext().io(), std::move(call));
   }
 
  private:
-  const std::chrono::milliseconds delay_;
-  std::atomic<bool> first_{true};
+  std::mutex mu_;
+  bool holding_ = true;
+  std::vector<std::function<void()>> held_;
 };
 
 }  // namespace
@@ -446,15 +459,18 @@ TEST_CASE("router: a question kept over a restart is answered under its own rout
     REQUIRE(first.router->ShutdownAndWait());
   }
   REQUIRE(StoreInt(db, "SELECT count(*) FROM questions") == 1);
-  Bot second(root, "script:" + script, false, "second-", options, [](std::unique_ptr<SessionBackend> inner) {
-    return std::make_unique<FirstReadySlow>(std::move(inner), 3s);
+  ReadyHeld* held = nullptr;
+  Bot second(root, "script:" + script, false, "second-", options, [&held](std::unique_ptr<SessionBackend> inner) {
+    auto b = std::make_unique<ReadyHeld>(std::move(inner));
+    held = b.get();
+    return b;
   });
   // The route's admin, not the turn's author, answers while the re-attached turn still waits.
   auto answer = Msg("2", "2", "T1", "U9");
   answer.reply_to_message_id = question;
   REQUIRE(*second.Send(answer) == Disposition::accepted);
   REQUIRE(second.adapter.WaitForText("Answered by Ada U9: Python"));
-  CHECK(second.router->Stats().turns_in_flight == 1);  // answered before its turn was back
+  held->Release();  // answered while its turn waited for the Session: the turn is back only now
   REQUIRE(second.WaitDelivered(1));
   INFO(second.adapter.Dump());
   CHECK(second.adapter.WaitForText("Answers: lang=Python"));
@@ -677,8 +693,9 @@ TEST_CASE("router: rows the state file cannot give back are told in their thread
   {
     Bot first(root, "script:" + script, false, "first-", options);
     REQUIRE(*first.Send(Msg("1", "the long job", "T1")) == Disposition::accepted);
-    REQUIRE(first.adapter.WaitForText("Working"));
-    placeholder = first.adapter.FindMessage("Working");
+    // Running in its Session (the progress, not the placeholder's first "Working on it"): the runtime has it.
+    REQUIRE(first.adapter.WaitForText("\u2699\uFE0F Working"));
+    placeholder = first.adapter.FindMessage("\u2699\uFE0F Working");
     REQUIRE(*first.Send(Msg("2", "the damaged job", "T2")) == Disposition::accepted);
     REQUIRE(*first.Send(Msg("3", "the sound job", "T3")) == Disposition::accepted);
     REQUIRE(first.adapter.WaitFor([](const std::vector<SentOp>& ops) {
