@@ -132,18 +132,12 @@ void Router::Impl::WithdrawUnsent(const std::shared_ptr<TurnRun>& turn, std::str
   ChangeOf(*turn).withdrawn = std::move(why);
   // Ended now, its reply stored with the turn's end: a restart does not send it. What it waited for
   // (the Session's wake, cancelled here; its creation or the thread's history, which cannot be) finds
-  // it done when it comes back.
+  // it done when it comes back, and sends nothing.
   turn->cancel.Cancel();
-  EndIfWithdrawn(turn);
-}
-
-bool Router::Impl::EndIfWithdrawn(const std::shared_ptr<TurnRun>& turn) {
-  if (turn->done || !turn->change || turn->change->withdrawn.empty()) return false;
   TurnResult removed;
   removed.request_id = turn->request_id;
   removed.status = TurnStatus::removed;
   OnResult(turn, std::move(removed));
-  return true;
 }
 
 void Router::Impl::StopTurn(routing::SessionRun& s, const ThreadRef& where, const std::string& reply_to) {

@@ -456,8 +456,6 @@ struct Router::Impl : std::enable_shared_from_this<Router::Impl> {
   void ApplyPendingChange(const std::shared_ptr<routing::TurnRun>& turn);
   // Ends a turn whose prompt was not sent: its placeholder says `why`, and its prompt never goes.
   void WithdrawUnsent(const std::shared_ptr<routing::TurnRun>& turn, std::string why);
-  // True (and the turn ended) when it was withdrawn before its prompt was sent.
-  bool EndIfWithdrawn(const std::shared_ptr<routing::TurnRun>& turn);
   // `stop`: interrupts the running turn, withdraws one that waits in the Session's queue or has not
   // been sent, and says which in `where`.
   void StopTurn(routing::SessionRun& s, const ThreadRef& where, const std::string& reply_to);

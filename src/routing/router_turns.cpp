@@ -370,7 +370,7 @@ void Router::Impl::ReadyThenRun(const std::shared_ptr<TurnRun>& turn, std::funct
                              r.OnStrand<Result<ReadyTarget>>([turn, run, wait_started](Impl& r2, Result<ReadyTarget> target) {
                                turn->wake += std::chrono::duration_cast<std::chrono::milliseconds>(
                                    std::chrono::steady_clock::now() - wait_started);
-                               if (turn->done || r2.EndIfWithdrawn(turn)) return;
+                               if (turn->done) return;
                                if (!target) {
                                  return r2.OnResult(turn, Fail(Errc::unavailable, "the Session " + turn->session +
                                                                                       " did not become ready: " +
@@ -387,7 +387,7 @@ void Router::Impl::ReadyThenRun(const std::shared_ptr<TurnRun>& turn, std::funct
   if (s.ensured) return wait(*this);
   backend.AsyncEnsure(turn->session, Route(turn->route).session,
                       OnStrand<Result<EnsureResult>>([turn, wait](Impl& r, Result<EnsureResult> ensured) {
-                        if (turn->done || r.EndIfWithdrawn(turn)) return;
+                        if (turn->done) return;
                         if (!ensured) {
                           return r.OnResult(turn, Fail(ensured.error().code,
                                                        "the Session " + turn->session +
@@ -452,7 +452,7 @@ TurnOptions Router::Impl::OptionsFor(const std::shared_ptr<TurnRun>& turn) {
 }
 
 void Router::Impl::Submit(const std::shared_ptr<TurnRun>& turn, Driver& driver) {
-  if (turn->done || EndIfWithdrawn(turn)) return;  // ended (withdrawn) while it waited
+  if (turn->done) return;  // ended (withdrawn) while it waited
   turn->submitted = true;
   driver.AsyncSubmitTurn(turn->prompt, OptionsFor(turn),
                          OnStrand<Result<TurnResult>>([turn = turn](Impl& r, Result<TurnResult> result) {

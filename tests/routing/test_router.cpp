@@ -188,17 +188,29 @@ TEST_CASE("router: in a chat without threads, new and use switch Sessions and a 
   CHECK(rig.adapter.WaitForText("sessions"));
 }
 
+namespace {
+
+// A rig (commands are bare words) whose first message's turn (thread T1, by U1) has asked "Stop or
+// continue?", with the options Stop and Continue.
+struct AskingStop {
+  AskingStop() {
+    REQUIRE(*rig.Send(Msg("1", "start")) == Disposition::accepted);
+    REQUIRE(rig.adapter.WaitForText("Stop or continue?"));
+  }
+  TempRoot root;
+  Rig rig{root, ThreadedCaps(), "script:" + root.File("ask.json", R"({"turns": [[
+    {"type": "question", "inputId": "go", "questions": [
+      {"id": "next", "header": "Next", "question": "Stop or continue?",
+       "options": [{"label": "Stop"}, {"label": "Continue"}]}]}]]})")};
+};
+
+}  // namespace
+
 // Where commands are bare words (Slack), the asker's "stop" to "Stop or continue?" answers the question
 // rather than stopping the turn.
 TEST_CASE("router: a bare command word that names an option of the open question answers it", "[routing][router]") {
-  TempRoot root;
-  const std::string script = root.File("ask.json", R"({"turns": [[
-    {"type": "question", "inputId": "go", "questions": [
-      {"id": "next", "header": "Next", "question": "Stop or continue?",
-       "options": [{"label": "Stop"}, {"label": "Continue"}]}]}]]})");
-  Rig rig(root, ThreadedCaps(), "script:" + script);
-  REQUIRE(*rig.Send(Msg("1", "start")) == Disposition::accepted);
-  REQUIRE(rig.adapter.WaitForText("Stop or continue?"));
+  AskingStop a;
+  Rig& rig = a.rig;
   REQUIRE(*rig.Send(Msg("2", "stop")) == Disposition::accepted);
   REQUIRE(rig.adapter.WaitForText("Answers: next=Stop"));
   INFO(rig.adapter.Dump());
@@ -213,14 +225,8 @@ TEST_CASE("router: a bare command word that names an option of the open question
 // Someone who may not answer the question (not its asker, not an admin), replying to it, gets the command.
 TEST_CASE("router: a command word replied to the question by someone who may not answer it is the command",
           "[routing][router]") {
-  TempRoot root;
-  const std::string script = root.File("ask.json", R"({"turns": [[
-    {"type": "question", "inputId": "go", "questions": [
-      {"id": "next", "header": "Next", "question": "Stop or continue?",
-       "options": [{"label": "Stop"}, {"label": "Continue"}]}]}]]})");
-  Rig rig(root, ThreadedCaps(), "script:" + script);
-  REQUIRE(*rig.Send(Msg("1", "start")) == Disposition::accepted);
-  REQUIRE(rig.adapter.WaitForText("Stop or continue?"));
+  AskingStop a;
+  Rig& rig = a.rig;
   auto stop = Msg("2", "stop", "T1", "U2");
   stop.reply_to_message_id = rig.adapter.FindMessage("Stop or continue?");
   REQUIRE(*rig.Send(stop) == Disposition::accepted);
